@@ -1,0 +1,568 @@
+//! VITA-49.0 (VRT) IF data packets, big-endian, including DIFI data packets.
+//!
+//! Header word (32 bits, big-endian):
+//!
+//! | bits  | field |
+//! |-------|-------|
+//! | 31:28 | packet type: 0/1 IF data without/with stream ID, 2/3 extension data, 4/5 context, 6/7 command |
+//! | 27    | C: class ID present (2 words) |
+//! | 26    | T: trailer present (data packets, 1 word at the end) |
+//! | 23:22 | TSI: integer timestamp type (none, UTC, GPS, other) |
+//! | 21:20 | TSF: fractional timestamp type (none, sample count, real time in ps, free running) |
+//! | 19:16 | packet count (4 bits) |
+//! | 15:0  | packet size in 32-bit words, header included |
+//!
+//! Then, in order: stream ID, class ID, integer timestamp, fractional timestamp (2 words),
+//! payload, trailer. Context packets are valid but carry no samples; DIFI packets are accepted
+//! whatever their OUI.
+//!
+//! ```
+//! use fsdr_net_io::format::vrt::VrtPacket;
+//! use fsdr_net_io::format::Format;
+//!
+//! let mut dg = vec![0u8; Format::Vrt.header_len(true) + 16];
+//! Format::Vrt.emit_header(&mut dg, 17, Some(5_000), false).unwrap();
+//! let packet = VrtPacket::new_checked(&dg[..]).unwrap();
+//! assert_eq!(packet.packet_count(), 17 % 16);
+//! assert_eq!(packet.fractional_timestamp(), Some(5_000));
+//! assert_eq!(packet.payload().len(), 16);
+//! ```
+
+use super::{FormatError, PacketClass, PacketInfo, Timestamp, need};
+
+/// The DIFI organisationally unique identifier, used by the emitter's class ID.
+pub const DIFI_OUI: u32 = 0x6A_621E;
+
+/// Integer timestamp type (TSI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tsi {
+    /// No integer timestamp.
+    None,
+    /// UTC seconds.
+    Utc,
+    /// GPS seconds.
+    Gps,
+    /// Other.
+    Other,
+}
+
+/// Fractional timestamp type (TSF).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tsf {
+    /// No fractional timestamp.
+    None,
+    /// Sample count.
+    SampleCount,
+    /// Real time in picoseconds.
+    RealTime,
+    /// Free-running count.
+    FreeRunning,
+}
+
+impl Tsi {
+    fn from_bits(b: u32) -> Self {
+        [Tsi::None, Tsi::Utc, Tsi::Gps, Tsi::Other][(b & 3) as usize]
+    }
+    fn bits(self) -> u32 {
+        self as u32
+    }
+}
+
+impl Tsf {
+    fn from_bits(b: u32) -> Self {
+        [Tsf::None, Tsf::SampleCount, Tsf::RealTime, Tsf::FreeRunning][(b & 3) as usize]
+    }
+    fn bits(self) -> u32 {
+        self as u32
+    }
+}
+
+/// A VITA-49 timestamp as carried in a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VrtTimestamp {
+    /// Type of the integer part.
+    pub tsi: Tsi,
+    /// Integer seconds, if present.
+    pub integer: Option<u32>,
+    /// Type of the fractional part.
+    pub tsf: Tsf,
+    /// Fractional part, if present.
+    pub fractional: Option<u64>,
+}
+
+impl VrtTimestamp {
+    /// Time in ticks (samples) of `tick_rate` Hz: integer seconds × rate plus the sample
+    /// count or the picoseconds converted; a free-running count as it is.
+    pub fn ticks(&self, tick_rate: f64) -> Option<u64> {
+        let base = self.integer.map(|s| (s as f64 * tick_rate) as u64);
+        match (self.tsf, self.fractional) {
+            (Tsf::SampleCount, Some(f)) | (Tsf::FreeRunning, Some(f)) => {
+                Some(base.unwrap_or(0).wrapping_add(f))
+            }
+            (Tsf::RealTime, Some(ps)) => {
+                Some(base.unwrap_or(0) + (ps as f64 * tick_rate / 1e12) as u64)
+            }
+            _ => base,
+        }
+    }
+
+    /// Time in seconds for a stream of `tick_rate` Hz.
+    pub fn seconds(&self, tick_rate: f64) -> Option<f64> {
+        let base = self.integer.map(f64::from);
+        match (self.tsf, self.fractional) {
+            (Tsf::SampleCount, Some(f)) | (Tsf::FreeRunning, Some(f)) => {
+                Some(base.unwrap_or(0.0) + f as f64 / tick_rate)
+            }
+            (Tsf::RealTime, Some(ps)) => Some(base.unwrap_or(0.0) + ps as f64 * 1e-12),
+            _ => base,
+        }
+    }
+}
+
+/// A view of a VRT packet.
+#[derive(Debug, Clone, Copy)]
+pub struct VrtPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> VrtPacket<T> {
+    /// Wraps a buffer without checks.
+    pub fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    /// Wraps a buffer after checking the packet type, the size field against the datagram
+    /// and that every announced word fits.
+    pub fn new_checked(buffer: T) -> Result<Self, FormatError> {
+        need(buffer.as_ref(), 4)?;
+        let packet = Self { buffer };
+        let ty = packet.packet_type();
+        if ty > 7 {
+            return Err(FormatError::UnknownPacketType(ty));
+        }
+        let datagram = packet.buffer.as_ref().len();
+        let field = packet.packet_size_words() as usize * 4;
+        if field != datagram {
+            return Err(FormatError::LengthMismatch { field, datagram });
+        }
+        need(
+            packet.buffer.as_ref(),
+            packet.payload_offset() + packet.trailer_len(),
+        )?;
+        Ok(packet)
+    }
+
+    fn word(&self, i: usize) -> u32 {
+        u32::from_be_bytes(self.buffer.as_ref()[4 * i..4 * i + 4].try_into().unwrap())
+    }
+
+    fn header(&self) -> u32 {
+        self.word(0)
+    }
+
+    /// Packet type (4 bits).
+    pub fn packet_type(&self) -> u8 {
+        (self.header() >> 28) as u8
+    }
+
+    /// Whether the packet carries samples (IF or extension data).
+    pub fn is_data(&self) -> bool {
+        self.packet_type() <= 3
+    }
+
+    /// Whether a stream ID word follows the header.
+    pub fn has_stream_id(&self) -> bool {
+        // Odd data types, and every context and command packet.
+        let ty = self.packet_type();
+        ty & 1 == 1 || ty >= 4
+    }
+
+    /// C bit: class ID present.
+    pub fn has_class_id(&self) -> bool {
+        self.header() >> 27 & 1 == 1
+    }
+
+    /// T bit: trailer present (data packets only).
+    pub fn has_trailer(&self) -> bool {
+        self.is_data() && self.header() >> 26 & 1 == 1
+    }
+
+    /// Integer timestamp type.
+    pub fn tsi(&self) -> Tsi {
+        Tsi::from_bits(self.header() >> 22)
+    }
+
+    /// Fractional timestamp type.
+    pub fn tsf(&self) -> Tsf {
+        Tsf::from_bits(self.header() >> 20)
+    }
+
+    /// Packet count (4 bits).
+    pub fn packet_count(&self) -> u8 {
+        (self.header() >> 16) as u8 & 0xf
+    }
+
+    /// Packet size in 32-bit words, header included.
+    pub fn packet_size_words(&self) -> u16 {
+        self.header() as u16
+    }
+
+    fn class_id_word(&self) -> usize {
+        1 + usize::from(self.has_stream_id())
+    }
+
+    fn tsi_word(&self) -> usize {
+        self.class_id_word() + if self.has_class_id() { 2 } else { 0 }
+    }
+
+    fn tsf_word(&self) -> usize {
+        self.tsi_word() + usize::from(self.tsi() != Tsi::None)
+    }
+
+    /// Stream ID.
+    pub fn stream_id(&self) -> Option<u32> {
+        self.has_stream_id().then(|| self.word(1))
+    }
+
+    /// OUI of the class ID (24 bits).
+    pub fn class_oui(&self) -> Option<u32> {
+        self.has_class_id()
+            .then(|| self.word(self.class_id_word()) & 0x00ff_ffff)
+    }
+
+    /// Information class code and packet class code of the class ID.
+    pub fn class_codes(&self) -> Option<(u16, u16)> {
+        self.has_class_id().then(|| {
+            let w = self.word(self.class_id_word() + 1);
+            ((w >> 16) as u16, w as u16)
+        })
+    }
+
+    /// Integer timestamp.
+    pub fn integer_timestamp(&self) -> Option<u32> {
+        (self.tsi() != Tsi::None).then(|| self.word(self.tsi_word()))
+    }
+
+    /// Fractional timestamp.
+    pub fn fractional_timestamp(&self) -> Option<u64> {
+        (self.tsf() != Tsf::None).then(|| {
+            let w = self.tsf_word();
+            (u64::from(self.word(w)) << 32) | u64::from(self.word(w + 1))
+        })
+    }
+
+    /// The timestamp fields together.
+    pub fn timestamp(&self) -> Option<VrtTimestamp> {
+        (self.tsi() != Tsi::None || self.tsf() != Tsf::None).then(|| VrtTimestamp {
+            tsi: self.tsi(),
+            integer: self.integer_timestamp(),
+            tsf: self.tsf(),
+            fractional: self.fractional_timestamp(),
+        })
+    }
+
+    /// Byte offset of the payload.
+    pub fn payload_offset(&self) -> usize {
+        4 * (self.tsf_word() + if self.tsf() != Tsf::None { 2 } else { 0 })
+    }
+
+    fn trailer_len(&self) -> usize {
+        if self.has_trailer() { 4 } else { 0 }
+    }
+
+    /// The trailer word.
+    pub fn trailer(&self) -> Option<u32> {
+        self.has_trailer().then(|| {
+            let b = self.buffer.as_ref();
+            u32::from_be_bytes(b[b.len() - 4..].try_into().unwrap())
+        })
+    }
+
+    /// The payload (between the header words and the trailer).
+    pub fn payload(&self) -> &[u8] {
+        let b = self.buffer.as_ref();
+        &b[self.payload_offset()..b.len() - self.trailer_len()]
+    }
+}
+
+/// The header fields of a VRT data packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VrtRepr {
+    /// Packet type (0–3 for data).
+    pub packet_type: u8,
+    /// Stream ID (present for odd packet types).
+    pub stream_id: Option<u32>,
+    /// Class ID: OUI and (information, packet) class codes.
+    pub class_id: Option<(u32, u16, u16)>,
+    /// Trailer word.
+    pub trailer: Option<u32>,
+    /// Timestamp.
+    pub timestamp: Option<VrtTimestamp>,
+    /// Packet count (4 bits).
+    pub packet_count: u8,
+    /// Packet size in words.
+    pub size_words: u16,
+}
+
+impl VrtRepr {
+    /// Reads a checked packet.
+    pub fn parse<T: AsRef<[u8]>>(packet: &VrtPacket<T>) -> Self {
+        Self {
+            packet_type: packet.packet_type(),
+            stream_id: packet.stream_id(),
+            class_id: packet
+                .class_oui()
+                .zip(packet.class_codes())
+                .map(|(o, (i, p))| (o, i, p)),
+            trailer: packet.trailer(),
+            timestamp: packet.timestamp(),
+            packet_count: packet.packet_count(),
+            size_words: packet.packet_size_words(),
+        }
+    }
+
+    /// Header bytes before the payload.
+    pub fn header_len(&self) -> usize {
+        let ts = self.timestamp;
+        4 * (1
+            + usize::from(self.stream_id.is_some())
+            + if self.class_id.is_some() { 2 } else { 0 }
+            + usize::from(ts.is_some_and(|t| t.tsi != Tsi::None))
+            + if ts.is_some_and(|t| t.tsf != Tsf::None) {
+                2
+            } else {
+                0
+            })
+    }
+
+    /// Writes header words and trailer into a buffer of `size_words * 4` bytes.
+    pub fn emit(&self, buf: &mut [u8]) {
+        let ts = self.timestamp.unwrap_or(VrtTimestamp {
+            tsi: Tsi::None,
+            integer: None,
+            tsf: Tsf::None,
+            fractional: None,
+        });
+        let header = (u32::from(self.packet_type & 0xf) << 28)
+            | (u32::from(self.class_id.is_some()) << 27)
+            | (u32::from(self.trailer.is_some()) << 26)
+            | (ts.tsi.bits() << 22)
+            | (ts.tsf.bits() << 20)
+            | (u32::from(self.packet_count & 0xf) << 16)
+            | u32::from(self.size_words);
+        let mut at = 0;
+        let mut put = |w: u32| {
+            buf[at..at + 4].copy_from_slice(&w.to_be_bytes());
+            at += 4;
+        };
+        put(header);
+        if let Some(sid) = self.stream_id {
+            put(sid);
+        }
+        if let Some((oui, info, class)) = self.class_id {
+            put(oui & 0x00ff_ffff);
+            put(u32::from(info) << 16 | u32::from(class));
+        }
+        if ts.tsi != Tsi::None {
+            put(ts.integer.unwrap_or(0));
+        }
+        if ts.tsf != Tsf::None {
+            let f = ts.fractional.unwrap_or(0);
+            put((f >> 32) as u32);
+            put(f as u32);
+        }
+        if let Some(t) = self.trailer {
+            let n = buf.len();
+            buf[n - 4..].copy_from_slice(&t.to_be_bytes());
+        }
+    }
+}
+
+pub(crate) fn emit_header_len(timestamp: bool) -> usize {
+    4 + 4 + 8 + if timestamp { 8 } else { 0 }
+}
+
+/// Writes the header the built-in emitter uses: IF data with stream ID 1, a DIFI class ID,
+/// and, with a timestamp, TSF = sample count.
+pub(crate) fn emit_data_header(
+    datagram: &mut [u8],
+    seq: u64,
+    timestamp: Option<u64>,
+    _eob: bool,
+) -> Result<(), FormatError> {
+    let len = datagram.len();
+    if len % 4 != 0 || len / 4 > u16::MAX as usize {
+        return Err(FormatError::LengthMismatch {
+            field: len / 4 * 4,
+            datagram: len,
+        });
+    }
+    VrtRepr {
+        packet_type: 1,
+        stream_id: Some(1),
+        class_id: Some((DIFI_OUI, 0, 0)),
+        trailer: None,
+        timestamp: timestamp.map(|t| VrtTimestamp {
+            tsi: Tsi::None,
+            integer: None,
+            tsf: Tsf::SampleCount,
+            fractional: Some(t),
+        }),
+        packet_count: (seq & 0xf) as u8,
+        size_words: (len / 4) as u16,
+    }
+    .emit(datagram);
+    Ok(())
+}
+
+pub(crate) fn parse(datagram: &[u8]) -> Result<PacketInfo, FormatError> {
+    let packet = VrtPacket::new_checked(datagram)?;
+    let start = packet.payload_offset();
+    let mut info = PacketInfo::data(start..start + packet.payload().len());
+    if !packet.is_data() {
+        info.class = PacketClass::NonData;
+    }
+    info.seq = Some(u64::from(packet.packet_count()));
+    info.timestamp = packet.timestamp().map(Timestamp::Vrt);
+    info.stream_id = packet.stream_id();
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(ws: &[u32]) -> Vec<u8> {
+        ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    #[test]
+    fn type0_no_stream_id_no_timestamp() {
+        let dg = words(&[0x0003_0003, 0x1111_1111, 0x2222_2222]);
+        let info = parse(&dg).unwrap();
+        assert_eq!(info.class, PacketClass::Data);
+        assert_eq!(info.seq, Some(3));
+        assert_eq!(info.stream_id, None);
+        assert_eq!(info.timestamp, None);
+        assert_eq!(info.payload(), 4..12);
+    }
+
+    #[test]
+    fn type1_stream_id_class_id_trailer_and_both_timestamps() {
+        // type 1, C, T, TSI=UTC, TSF=real-time, count 9, size 10 words
+        let hdr = 0x1 << 28 | 1 << 27 | 1 << 26 | 1 << 22 | 2 << 20 | 9 << 16 | 10;
+        let dg = words(&[
+            hdr,
+            0xdead_beef,
+            0x006a_621e,
+            0x0001_0002,
+            1_700_000_000,
+            0,
+            500_000,
+            0xaaaa_aaaa,
+            0xbbbb_bbbb,
+            0x8000_0000,
+        ]);
+        let p = VrtPacket::new_checked(&dg[..]).unwrap();
+        assert_eq!(p.stream_id(), Some(0xdead_beef));
+        assert_eq!(p.class_oui(), Some(DIFI_OUI));
+        assert_eq!(p.class_codes(), Some((1, 2)));
+        assert_eq!(p.tsi(), Tsi::Utc);
+        assert_eq!(p.tsf(), Tsf::RealTime);
+        assert_eq!(p.integer_timestamp(), Some(1_700_000_000));
+        assert_eq!(p.fractional_timestamp(), Some(500_000));
+        assert_eq!(p.trailer(), Some(0x8000_0000));
+        assert_eq!(p.payload(), &words(&[0xaaaa_aaaa, 0xbbbb_bbbb])[..]);
+        let info = parse(&dg).unwrap();
+        assert_eq!(info.payload(), 28..36);
+        let t = info.timestamp.unwrap();
+        assert_eq!(t.seconds(1e6), Some(1_700_000_000.0 + 500_000e-12));
+        let repr = VrtRepr::parse(&p);
+        let mut out = vec![0u8; dg.len()];
+        repr.emit(&mut out);
+        out[28..36].copy_from_slice(p.payload());
+        assert_eq!(out, dg);
+    }
+
+    #[test]
+    fn each_tsi_and_tsf() {
+        for tsi in 0..4u32 {
+            for tsf in 0..4u32 {
+                let n_ts = usize::from(tsi != 0) + if tsf != 0 { 2 } else { 0 };
+                let size = 2 + n_ts + 1;
+                let mut ws = vec![1 << 28 | tsi << 22 | tsf << 20 | size as u32, 7];
+                if tsi != 0 {
+                    ws.push(100);
+                }
+                if tsf != 0 {
+                    ws.extend([0, 250]);
+                }
+                ws.push(0x5555_5555);
+                let dg = words(&ws);
+                let p = VrtPacket::new_checked(&dg[..]).unwrap();
+                assert_eq!(p.integer_timestamp(), (tsi != 0).then_some(100));
+                assert_eq!(p.fractional_timestamp(), (tsf != 0).then_some(250));
+                assert_eq!(p.payload(), &[0x55; 4]);
+                let t = p.timestamp();
+                assert_eq!(t.is_some(), tsi != 0 || tsf != 0);
+                if tsf == 1 {
+                    let expect = if tsi != 0 { 100 * 1000 + 250 } else { 250 };
+                    assert_eq!(t.unwrap().ticks(1000.0), Some(expect));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn context_packets_are_non_data() {
+        let dg = words(&[0x4 << 28 | 3, 1, 0]);
+        assert_eq!(parse(&dg).unwrap().class, PacketClass::NonData);
+        let dg = words(&[0x5 << 28 | 3, 1, 0]);
+        assert_eq!(parse(&dg).unwrap().class, PacketClass::NonData);
+    }
+
+    #[test]
+    fn extension_data_is_data() {
+        let dg = words(&[0x3 << 28 | 3, 1, 0]);
+        assert_eq!(parse(&dg).unwrap().class, PacketClass::Data);
+    }
+
+    #[test]
+    fn malformed() {
+        assert_eq!(
+            parse(&[0, 0]),
+            Err(FormatError::Truncated { needed: 4, got: 2 })
+        );
+        // Unknown packet type.
+        assert_eq!(
+            parse(&words(&[0x9 << 28 | 1])),
+            Err(FormatError::UnknownPacketType(9))
+        );
+        // Size disagrees with datagram.
+        assert_eq!(
+            parse(&words(&[0x0000_0005, 0])),
+            Err(FormatError::LengthMismatch {
+                field: 20,
+                datagram: 8
+            })
+        );
+        // Not a multiple of four.
+        let mut dg = words(&[0x0000_0002, 0]);
+        dg.push(0);
+        assert!(matches!(
+            parse(&dg),
+            Err(FormatError::LengthMismatch { .. })
+        ));
+        // Size matches but the announced words do not fit.
+        let hdr = 1 << 28 | 1 << 27 | 3 << 22 | 3 << 20 | 3;
+        assert!(matches!(
+            parse(&words(&[hdr, 0, 0])),
+            Err(FormatError::Truncated { .. })
+        ));
+        // Size field of zero.
+        assert!(matches!(
+            parse(&words(&[0x1000_0000, 0])),
+            Err(FormatError::LengthMismatch { .. })
+        ));
+    }
+}

@@ -1,0 +1,562 @@
+//! Sequence tracking: missed frames, duplicates, late datagrams and sender restarts, for
+//! sequence numbers of any width (64, 16 or 4 bits), and a bounded reorder stage that restores
+//! order before the tracker sees a datagram.
+//!
+//! ```
+//! use fsdr_net_io::seq::{SeqConfig, SeqEvent, SeqTracker};
+//!
+//! let mut t = SeqTracker::new(SeqConfig::for_bits(16));
+//! assert_eq!(t.observe(65534), SeqEvent::First);
+//! assert_eq!(t.observe(65535), SeqEvent::InOrder);
+//! assert_eq!(t.observe(2), SeqEvent::Gap { missed: 2 }); // 0 and 1 missed across the wrap
+//! assert_eq!(t.observe(0), SeqEvent::Late);
+//! assert_eq!(t.observe(2), SeqEvent::Duplicate);
+//! ```
+
+use std::collections::VecDeque;
+
+/// How many recent positions the tracker remembers to tell late datagrams from duplicates.
+pub const HISTORY: u64 = 1024;
+
+/// Rules for a [`SeqTracker`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqConfig {
+    /// Width of the sequence numbers in bits (1..=64).
+    pub bits: u32,
+    /// A jump ahead of more than this many frames is a resync, not a gap.
+    pub max_gap: u64,
+    /// A datagram carrying this sequence number where another was expected is a sender
+    /// restart (resync). `None` disables the rule (needed for short sequence spaces, where
+    /// every number recurs often).
+    pub restart_seq: Option<u64>,
+}
+
+impl SeqConfig {
+    /// Defaults for a sequence space of `bits` bits: gaps up to half the space (at most
+    /// 2^20 frames) are gaps, and no restart rule.
+    pub fn for_bits(bits: u32) -> Self {
+        let bits = bits.clamp(1, 64);
+        let half = 1u64 << (bits - 1);
+        Self {
+            bits,
+            max_gap: (half - 1).clamp(1, 1 << 20),
+            restart_seq: None,
+        }
+    }
+
+    fn mask(&self) -> u64 {
+        if self.bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.bits) - 1
+        }
+    }
+}
+
+/// What one observed sequence number means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeqEvent {
+    /// The first datagram of the stream.
+    First,
+    /// The expected next datagram.
+    InOrder,
+    /// `missed` frames are missing before this datagram, which is then in order.
+    Gap {
+        /// Number of frames never seen.
+        missed: u64,
+    },
+    /// A datagram already seen (or never missed) arrives again: drop it.
+    Duplicate,
+    /// A datagram that was counted as missed arrives after its successors: too late to
+    /// deliver in order.
+    Late,
+    /// The sequence jumped too far (or restarted): the stream starts over here.
+    Resync,
+}
+
+/// Where a sequence number stands relative to the expected one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeqOffset {
+    /// No datagram seen yet.
+    First,
+    /// The expected one.
+    Expected,
+    /// `n` frames ahead of the expected one (n ≥ 1).
+    Ahead(u64),
+    /// `n` frames behind the expected one (n ≥ 1).
+    Behind(u64),
+    /// A restart or a jump beyond `max_gap`.
+    Resync,
+}
+
+/// Tracks one stream's sequence numbers. See the [module documentation](self).
+#[derive(Debug, Clone)]
+pub struct SeqTracker {
+    cfg: SeqConfig,
+    mask: u64,
+    /// Next expected sequence number (reduced), once started.
+    next: Option<u64>,
+    /// Position (unwrapped count) of `next`.
+    position: u64,
+    /// Bit per recent position: set when that position was missed and has not arrived.
+    missed: [u64; (HISTORY / 64) as usize],
+}
+
+impl SeqTracker {
+    /// A tracker with the given rules.
+    pub fn new(cfg: SeqConfig) -> Self {
+        Self {
+            mask: cfg.mask(),
+            cfg,
+            next: None,
+            position: 0,
+            missed: [0; (HISTORY / 64) as usize],
+        }
+    }
+
+    /// The rules in force.
+    pub fn config(&self) -> &SeqConfig {
+        &self.cfg
+    }
+
+    /// The next expected sequence number, once the stream has started.
+    pub fn expected(&self) -> Option<u64> {
+        self.next
+    }
+
+    /// Classifies `seq` without changing state.
+    pub fn offset(&self, seq: u64) -> SeqOffset {
+        let Some(next) = self.next else {
+            return SeqOffset::First;
+        };
+        let seq = seq & self.mask;
+        if seq == next {
+            return SeqOffset::Expected;
+        }
+        if self.cfg.restart_seq == Some(seq) {
+            return SeqOffset::Resync;
+        }
+        let ahead = seq.wrapping_sub(next) & self.mask;
+        let half = 1u64 << (self.cfg.bits - 1);
+        if ahead < half {
+            if ahead > self.cfg.max_gap {
+                SeqOffset::Resync
+            } else {
+                SeqOffset::Ahead(ahead)
+            }
+        } else {
+            let behind = next.wrapping_sub(seq) & self.mask;
+            if behind > HISTORY {
+                SeqOffset::Resync
+            } else {
+                SeqOffset::Behind(behind)
+            }
+        }
+    }
+
+    fn bit(&mut self, position: u64, missed: bool) {
+        let i = (position % HISTORY) as usize;
+        let (word, bit) = (i / 64, i % 64);
+        if missed {
+            self.missed[word] |= 1 << bit;
+        } else {
+            self.missed[word] &= !(1 << bit);
+        }
+    }
+
+    fn is_missed(&self, position: u64) -> bool {
+        let i = (position % HISTORY) as usize;
+        self.missed[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    fn start_at(&mut self, seq: u64) {
+        self.missed = [0; (HISTORY / 64) as usize];
+        self.next = Some(seq.wrapping_add(1) & self.mask);
+        self.position = self.position.wrapping_add(1);
+    }
+
+    /// Records `seq` and says what it means.
+    pub fn observe(&mut self, seq: u64) -> SeqEvent {
+        let seq = seq & self.mask;
+        match self.offset(seq) {
+            SeqOffset::First => {
+                self.start_at(seq);
+                SeqEvent::First
+            }
+            SeqOffset::Resync => {
+                self.start_at(seq);
+                SeqEvent::Resync
+            }
+            SeqOffset::Expected => {
+                self.bit(self.position, false);
+                self.position += 1;
+                self.next = Some(seq.wrapping_add(1) & self.mask);
+                SeqEvent::InOrder
+            }
+            SeqOffset::Ahead(n) => {
+                if n >= HISTORY {
+                    self.missed = [u64::MAX; (HISTORY / 64) as usize];
+                } else {
+                    for p in self.position..self.position + n {
+                        self.bit(p, true);
+                    }
+                }
+                self.position += n;
+                self.bit(self.position, false);
+                self.position += 1;
+                self.next = Some(seq.wrapping_add(1) & self.mask);
+                SeqEvent::Gap { missed: n }
+            }
+            SeqOffset::Behind(n) => {
+                let p = self.position - n.min(self.position);
+                if self.is_missed(p) {
+                    self.bit(p, false);
+                    SeqEvent::Late
+                } else {
+                    SeqEvent::Duplicate
+                }
+            }
+        }
+    }
+}
+
+/// One datagram leaving a [`Reorder`] stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Released<T> {
+    /// What the tracker made of it.
+    pub event: SeqEvent,
+    /// Whether it should be delivered (false for duplicates and late datagrams).
+    pub deliver: bool,
+    /// The datagram (or its handle).
+    pub item: T,
+}
+
+/// Restores order within a window of `window` datagrams before sequence tracking.
+///
+/// A datagram ahead of the expected one by at most `window` frames is held until the missing
+/// ones arrive, until a later datagram no longer fits the window, or until the caller
+/// [flushes](Reorder::flush_oldest) it (for example after a timeout). With `window == 0` it is a
+/// plain tracker.
+///
+/// ```
+/// use fsdr_net_io::seq::{Reorder, SeqConfig, SeqEvent};
+///
+/// let mut r = Reorder::new(SeqConfig::for_bits(64), 8);
+/// let mut out = Vec::new();
+/// for seq in [1, 3, 2, 4] {
+///     r.push(seq, seq, &mut out);
+/// }
+/// let order: Vec<u64> = out.iter().filter(|d| d.deliver).map(|d| d.item).collect();
+/// assert_eq!(order, [1, 2, 3, 4]);
+/// assert!(out.iter().all(|d| !matches!(d.event, SeqEvent::Gap { .. })));
+/// ```
+#[derive(Debug)]
+pub struct Reorder<T> {
+    tracker: SeqTracker,
+    window: usize,
+    /// `held[i]` is the datagram `i + 1` frames ahead of the expected one.
+    held: VecDeque<Option<(u64, T)>>,
+    held_count: usize,
+    restored: u64,
+}
+
+impl<T> Reorder<T> {
+    /// A reorder stage with a window of `window` datagrams.
+    pub fn new(cfg: SeqConfig, window: usize) -> Self {
+        let window = window.min(HISTORY as usize / 2);
+        Self {
+            tracker: SeqTracker::new(cfg),
+            window,
+            held: VecDeque::with_capacity(window),
+            held_count: 0,
+            restored: 0,
+        }
+    }
+
+    /// The tracker behind the stage.
+    pub fn tracker(&self) -> &SeqTracker {
+        &self.tracker
+    }
+
+    /// Number of datagrams held back, waiting for a missing one.
+    pub fn held(&self) -> usize {
+        self.held_count
+    }
+
+    /// Number of datagrams that arrived out of order and were put back in order.
+    pub fn restored(&self) -> u64 {
+        self.restored
+    }
+
+    /// After the expected datagram went out, the front of `held` is the new expected one:
+    /// release it and its successors while they are present, then restore the invariant that
+    /// `held[0]` is one frame ahead of the expected datagram.
+    fn release_following(&mut self, out: &mut Vec<Released<T>>) {
+        while let Some(Some(_)) = self.held.front() {
+            let (seq, item) = self.held.pop_front().flatten().expect("front is Some");
+            self.held_count -= 1;
+            let event = self.tracker.observe(seq);
+            out.push(Released {
+                event,
+                deliver: true,
+                item,
+            });
+        }
+        if let Some(None) = self.held.front() {
+            self.held.pop_front();
+        }
+    }
+
+    /// Gives up on the oldest missing datagram(s): releases the first held datagram (the
+    /// tracker counts the gap before it) and whatever follows it contiguously. Returns false
+    /// when nothing is held.
+    pub fn flush_oldest(&mut self, out: &mut Vec<Released<T>>) -> bool {
+        if self.held_count == 0 {
+            self.held.clear();
+            return false;
+        }
+        while let Some(None) = self.held.front() {
+            self.held.pop_front();
+        }
+        let (seq, item) = self.held.pop_front().flatten().expect("a datagram is held");
+        self.held_count -= 1;
+        let event = self.tracker.observe(seq);
+        out.push(Released {
+            event,
+            deliver: true,
+            item,
+        });
+        self.release_following(out);
+        true
+    }
+
+    /// Releases everything held, in order.
+    pub fn flush_all(&mut self, out: &mut Vec<Released<T>>) {
+        while self.flush_oldest(out) {}
+        self.held.clear();
+    }
+
+    /// Takes in one datagram and appends whatever can be released to `out`.
+    pub fn push(&mut self, seq: u64, item: T, out: &mut Vec<Released<T>>) {
+        match self.tracker.offset(seq) {
+            SeqOffset::Ahead(n) if self.window > 0 => {
+                let mut n = n as usize;
+                while n > self.window && self.flush_oldest(out) {
+                    n = match self.tracker.offset(seq) {
+                        SeqOffset::Ahead(m) => m as usize,
+                        _ => 0,
+                    };
+                }
+                if n == 0 || n > self.window {
+                    // Everything held went out; it is now the expected one or a plain gap.
+                    let event = self.tracker.observe(seq);
+                    out.push(Released {
+                        event,
+                        deliver: true,
+                        item,
+                    });
+                    self.release_following(out);
+                    return;
+                }
+                if self.held.len() < n {
+                    self.held.resize_with(n, || None);
+                }
+                if self.held[n - 1].is_some() {
+                    out.push(Released {
+                        event: SeqEvent::Duplicate,
+                        deliver: false,
+                        item,
+                    });
+                } else {
+                    self.held[n - 1] = Some((seq, item));
+                    self.held_count += 1;
+                }
+            }
+            SeqOffset::Expected => {
+                let was_held = self.held_count > 0;
+                let event = self.tracker.observe(seq);
+                if was_held {
+                    self.restored += 1;
+                }
+                out.push(Released {
+                    event,
+                    deliver: true,
+                    item,
+                });
+                self.release_following(out);
+            }
+            SeqOffset::Resync | SeqOffset::First => {
+                self.flush_all(out);
+                let event = self.tracker.observe(seq);
+                out.push(Released {
+                    event,
+                    deliver: true,
+                    item,
+                });
+            }
+            SeqOffset::Ahead(_) | SeqOffset::Behind(_) => {
+                let event = self.tracker.observe(seq);
+                let deliver = matches!(event, SeqEvent::Gap { .. } | SeqEvent::InOrder);
+                out.push(Released {
+                    event,
+                    deliver,
+                    item,
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(t: &mut SeqTracker, seqs: &[u64]) -> Vec<SeqEvent> {
+        seqs.iter().map(|&s| t.observe(s)).collect()
+    }
+
+    #[test]
+    fn in_order_and_gap() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        use SeqEvent::*;
+        assert_eq!(
+            run(&mut t, &[1, 2, 3, 7, 8]),
+            [First, InOrder, InOrder, Gap { missed: 3 }, InOrder]
+        );
+    }
+
+    #[test]
+    fn wrap_at_2_16() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(16));
+        use SeqEvent::*;
+        assert_eq!(
+            run(&mut t, &[65533, 65534, 65535, 0, 1, 3]),
+            [First, InOrder, InOrder, InOrder, InOrder, Gap { missed: 1 }]
+        );
+        // A gap across the wrap.
+        let mut t = SeqTracker::new(SeqConfig::for_bits(16));
+        assert_eq!(run(&mut t, &[65530, 4]), [First, Gap { missed: 9 }]);
+    }
+
+    #[test]
+    fn wrap_at_16() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(4));
+        use SeqEvent::*;
+        let seqs: Vec<u64> = (0..40).map(|i| i % 16).collect();
+        let ev = run(&mut t, &seqs);
+        assert_eq!(ev[0], First);
+        assert!(ev[1..].iter().all(|e| *e == InOrder));
+        // 14 -> 1 skips 15 and 0.
+        let mut t = SeqTracker::new(SeqConfig::for_bits(4));
+        assert_eq!(
+            run(&mut t, &[13, 14, 1]),
+            [First, InOrder, Gap { missed: 2 }]
+        );
+    }
+
+    #[test]
+    fn duplicate_and_reorder() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        use SeqEvent::*;
+        assert_eq!(
+            run(&mut t, &[1, 2, 2, 4, 3, 3, 5]),
+            [
+                First,
+                InOrder,
+                Duplicate,
+                Gap { missed: 1 },
+                Late,
+                Duplicate,
+                InOrder
+            ]
+        );
+    }
+
+    #[test]
+    fn restart_is_one_resync() {
+        let mut cfg = SeqConfig::for_bits(64);
+        cfg.restart_seq = Some(1);
+        let mut t = SeqTracker::new(cfg);
+        for s in 1..=100_000u64 {
+            t.observe(s);
+        }
+        use SeqEvent::*;
+        assert_eq!(run(&mut t, &[1, 2, 3]), [Resync, InOrder, InOrder]);
+        // Without the rule, a jump back far beyond the history is a resync too.
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        for s in 1..=100_000u64 {
+            t.observe(s);
+        }
+        assert_eq!(run(&mut t, &[1, 2]), [Resync, InOrder]);
+        // A huge jump ahead is a resync, not billions of missed frames.
+        assert_eq!(run(&mut t, &[1 << 40, (1 << 40) + 1]), [Resync, InOrder]);
+    }
+
+    #[test]
+    fn chdr_restart_with_rule() {
+        let mut cfg = SeqConfig::for_bits(16);
+        cfg.restart_seq = Some(0);
+        let mut t = SeqTracker::new(cfg);
+        for s in 0..500u64 {
+            t.observe(s);
+        }
+        use SeqEvent::*;
+        assert_eq!(run(&mut t, &[0, 1, 2]), [Resync, InOrder, InOrder]);
+    }
+
+    fn reorder(window: usize, seqs: &[u64]) -> (Vec<u64>, Vec<SeqEvent>) {
+        let mut r = Reorder::new(SeqConfig::for_bits(16), window);
+        let mut out = Vec::new();
+        for &s in seqs {
+            r.push(s, s, &mut out);
+        }
+        r.flush_all(&mut out);
+        let delivered = out.iter().filter(|d| d.deliver).map(|d| d.item).collect();
+        (delivered, out.into_iter().map(|d| d.event).collect())
+    }
+
+    #[test]
+    fn reorder_restores_swaps_within_window() {
+        let (d, ev) = reorder(4, &[0, 2, 1, 3, 6, 5, 4, 7]);
+        assert_eq!(d, (0..8).collect::<Vec<_>>());
+        assert!(
+            ev.iter()
+                .all(|e| matches!(e, SeqEvent::First | SeqEvent::InOrder))
+        );
+    }
+
+    #[test]
+    fn reorder_declares_gap_when_window_overflows() {
+        // 1 is lost; window 2: 2 and 3 are held, 4 does not fit so 1 is given up.
+        let (d, ev) = reorder(2, &[0, 2, 3, 4, 5]);
+        assert_eq!(d, [0, 2, 3, 4, 5]);
+        assert_eq!(ev[1], SeqEvent::Gap { missed: 1 });
+        // A late arrival after that is counted late and not delivered.
+        let (d, ev) = reorder(2, &[0, 2, 3, 4, 1, 5]);
+        assert_eq!(d, [0, 2, 3, 4, 5]);
+        assert!(ev.contains(&SeqEvent::Late));
+    }
+
+    #[test]
+    fn reorder_drops_duplicates_held_and_delivered() {
+        let (d, ev) = reorder(4, &[0, 2, 2, 1, 1, 3]);
+        assert_eq!(d, [0, 1, 2, 3]);
+        assert_eq!(ev.iter().filter(|e| **e == SeqEvent::Duplicate).count(), 2);
+    }
+
+    #[test]
+    fn reorder_window_zero_is_plain_tracking() {
+        let (d, ev) = reorder(0, &[0, 2, 1, 3]);
+        assert_eq!(d, [0, 2, 3]);
+        assert_eq!(ev[1], SeqEvent::Gap { missed: 1 });
+        assert_eq!(ev[2], SeqEvent::Late);
+    }
+
+    #[test]
+    fn reorder_far_jump_flushes_and_gaps() {
+        let (d, ev) = reorder(4, &[0, 2, 100, 101]);
+        assert_eq!(d, [0, 2, 100, 101]);
+        assert_eq!(ev[1], SeqEvent::Gap { missed: 1 });
+        assert_eq!(ev[2], SeqEvent::Gap { missed: 97 });
+    }
+}
