@@ -148,7 +148,9 @@ impl SlotPool {
     pub(crate) fn new(slots: usize, slot_size: usize) -> Self {
         let slots = slots.clamp(1, u32::MAX as usize);
         let total = slots * slot_size;
-        let mem: Box<[u8]> = vec![0u8; total].into_boxed_slice();
+        // A non-zero fill makes the allocator write every page now: a zeroed allocation
+        // would be faulted in page by page while the first datagrams arrive.
+        let mem: Box<[u8]> = vec![0x5au8; total].into_boxed_slice();
         let base = Box::into_raw(mem) as *mut u8;
         let pool = Self {
             base,

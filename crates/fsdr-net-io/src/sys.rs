@@ -455,7 +455,7 @@ mod tests {
         tx.send_to(&[7u8; 100], rx.local_addr().unwrap()).unwrap();
         tx.send_to(&[8u8; 10], rx.local_addr().unwrap()).unwrap();
         let mut batch = RecvBatch::new(4);
-        let mut bufs = vec![[0u8; 50]; 4];
+        let mut bufs = [[0u8; 50]; 4];
         for (i, b) in bufs.iter_mut().enumerate() {
             // SAFETY: the buffers live until the end of the test and nobody else uses them.
             unsafe { batch.set_buffer(i, b.as_mut_ptr(), b.len()) };

@@ -95,11 +95,11 @@ fn run(index: usize, shared: Arc<Shared>, socket: Socket, mut poll: Poll, batch:
     // Datagrams may already be queued before the first edge.
     drain(&mut worker, &mut msgs, fd, batch);
     while !worker.stopping() {
-        if let Err(e) = poll.poll(&mut events, Some(IDLE_POLL)) {
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                tracing::error!(thread = index, error = %e, "poll failed; receive thread stops");
-                break;
-            }
+        if let Err(e) = poll.poll(&mut events, Some(IDLE_POLL))
+            && e.kind() != std::io::ErrorKind::Interrupted
+        {
+            tracing::error!(thread = index, error = %e, "poll failed; receive thread stops");
+            break;
         }
         if worker.stopping() {
             break;

@@ -177,14 +177,14 @@ pub const DEFAULT_SLOT_SIZE: usize = 9216;
 
 impl EngineConfig {
     /// Defaults for a socket bound to `bind`: mio backend, raw format, batches of 32,
-    /// 2048 slots of 9216 bytes, reorder window 64.
+    /// 8192 slots of 9216 bytes (80 ms of a 100k datagram/s stream), reorder window 64.
     pub fn new(bind: SocketAddr) -> Self {
         Self {
             socket: SocketConfig::new(bind),
             backend: Backend::default(),
             format: Format::Raw,
             batch: 32,
-            slots: 2048,
+            slots: 8192,
             slot_size: DEFAULT_SLOT_SIZE,
             threads: ThreadOptions::default(),
             reorder_window: 64,

@@ -47,7 +47,7 @@ impl Worker {
             shared,
             stash: Vec::with_capacity(batch),
             keep: Vec::with_capacity(batch),
-            scratch: vec![0u8; batch.max(1) * slot_size].into_boxed_slice(),
+            scratch: vec![0x5au8; batch.max(1) * slot_size].into_boxed_slice(),
             published: false,
             received: 0,
             bytes: 0,

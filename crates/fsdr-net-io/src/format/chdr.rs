@@ -324,13 +324,15 @@ mod tests {
     use super::*;
 
     /// Builds a packet by hand from the bit layout, independent of the emitter.
-    fn header(vc: u64, eob: u64, eov: u64, ty: u64, nm: u64, seq: u64, len: u64, epid: u64) -> u64 {
+    /// `flags` is (virtual channel, EOB, EOV).
+    fn header(flags: (u64, u64, u64), ty: u64, nm: u64, seq: u64, len: u64, epid: u64) -> u64 {
+        let (vc, eob, eov) = flags;
         vc << 58 | eob << 57 | eov << 56 | ty << 53 | nm << 48 | seq << 32 | len << 16 | epid
     }
 
     #[test]
     fn data_without_timestamp() {
-        let mut dg = header(0, 0, 0, 6, 0, 0x1234, 12, 0x0002)
+        let mut dg = header((0, 0, 0), 6, 0, 0x1234, 12, 0x0002)
             .to_le_bytes()
             .to_vec();
         dg.extend_from_slice(&[1, 2, 3, 4]);
@@ -346,7 +348,7 @@ mod tests {
 
     #[test]
     fn data_with_timestamp_and_eob() {
-        let mut dg = header(1, 1, 0, 7, 0, 7, 24, 5).to_le_bytes().to_vec();
+        let mut dg = header((1, 1, 0), 7, 0, 7, 24, 5).to_le_bytes().to_vec();
         dg.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
         dg.extend_from_slice(&[9; 8]);
         let p = ChdrPacket::new_checked(&dg[..]).unwrap();
@@ -364,7 +366,7 @@ mod tests {
 
     #[test]
     fn metadata_words_are_skipped() {
-        let mut dg = header(0, 0, 1, 7, 2, 1, 8 + 8 + 16 + 4, 0)
+        let mut dg = header((0, 0, 1), 7, 2, 1, 8 + 8 + 16 + 4, 0)
             .to_le_bytes()
             .to_vec();
         dg.extend_from_slice(&77u64.to_le_bytes());
@@ -384,7 +386,7 @@ mod tests {
 
     #[test]
     fn metadata_without_timestamp() {
-        let mut dg = header(0, 0, 0, 6, 1, 1, 20, 0).to_le_bytes().to_vec();
+        let mut dg = header((0, 0, 0), 6, 1, 1, 20, 0).to_le_bytes().to_vec();
         dg.extend_from_slice(&[0xee; 8]);
         dg.extend_from_slice(&[1, 2, 3, 4]);
         assert_eq!(parse(&dg).unwrap().payload(), 16..20);
@@ -393,7 +395,7 @@ mod tests {
     #[test]
     fn non_data_types_are_classified_not_rejected() {
         for ty in [0u64, 1, 2, 4] {
-            let dg = header(0, 0, 0, ty, 0, 0, 16, 0).to_le_bytes().repeat(2);
+            let dg = header((0, 0, 0), ty, 0, 0, 16, 0).to_le_bytes().repeat(2);
             assert_eq!(parse(&dg).unwrap().class, PacketClass::NonData, "type {ty}");
         }
     }
@@ -402,7 +404,7 @@ mod tests {
     fn malformed_packets_are_errors() {
         // Reserved packet types.
         for ty in [3u64, 5] {
-            let dg = header(0, 0, 0, ty, 0, 0, 16, 0).to_le_bytes().repeat(2);
+            let dg = header((0, 0, 0), ty, 0, 0, 16, 0).to_le_bytes().repeat(2);
             assert_eq!(parse(&dg), Err(FormatError::UnknownPacketType(ty as u8)));
         }
         // Short datagram.
@@ -411,7 +413,7 @@ mod tests {
             Err(FormatError::Truncated { needed: 8, got: 5 })
         );
         // Length field larger and smaller than the datagram.
-        let mut dg = header(0, 0, 0, 6, 0, 0, 100, 0).to_le_bytes().to_vec();
+        let mut dg = header((0, 0, 0), 6, 0, 0, 100, 0).to_le_bytes().to_vec();
         dg.extend_from_slice(&[0; 8]);
         assert_eq!(
             parse(&dg),
@@ -420,13 +422,13 @@ mod tests {
                 datagram: 16
             })
         );
-        let dg = header(0, 0, 0, 6, 0, 0, 8, 0).to_le_bytes().repeat(2);
+        let dg = header((0, 0, 0), 6, 0, 0, 8, 0).to_le_bytes().repeat(2);
         assert!(matches!(
             parse(&dg),
             Err(FormatError::LengthMismatch { .. })
         ));
         // Timestamp announced but missing.
-        let dg = header(0, 0, 0, 7, 0, 0, 12, 0).to_le_bytes().to_vec();
+        let dg = header((0, 0, 0), 7, 0, 0, 12, 0).to_le_bytes().to_vec();
         let mut dg2 = dg.clone();
         dg2.extend_from_slice(&[0; 4]);
         assert_eq!(
@@ -437,7 +439,7 @@ mod tests {
             })
         );
         // Metadata announced but missing.
-        let mut dg = header(0, 0, 0, 6, 31, 0, 16, 0).to_le_bytes().to_vec();
+        let mut dg = header((0, 0, 0), 6, 31, 0, 16, 0).to_le_bytes().to_vec();
         dg.extend_from_slice(&[0; 8]);
         assert!(matches!(parse(&dg), Err(FormatError::Truncated { .. })));
     }
@@ -455,7 +457,7 @@ mod tests {
             dst_epid: 0xbeef,
             timestamp: Some(u64::MAX),
         };
-        let mut buf = vec![0u8; 40];
+        let mut buf = [0u8; 40];
         repr.emit(&mut ChdrPacket::new_unchecked(&mut buf[..]));
         let p = ChdrPacket::new_checked(&buf[..]).unwrap();
         assert_eq!(ChdrRepr::parse(&p).unwrap(), repr);

@@ -230,13 +230,13 @@ mod tests {
 
     #[test]
     fn seq_size_bytes_and_round_trip() {
-        let mut dg = vec![0u8; 16 + 3];
+        let mut dg = [0u8; 16 + 3];
         dg[0] = 9;
         dg[8] = 3;
         let p = SeqSizePacket::new_checked(&dg[..]).unwrap();
         assert_eq!((p.seq(), p.length()), (9, 3));
         let repr = SeqSizeRepr::parse(&p);
-        let mut out = vec![0xffu8; 19];
+        let mut out = [0xffu8; 19];
         repr.emit(&mut SeqSizePacket::new_unchecked(&mut out[..]));
         assert_eq!(&out[..16], &dg[..16]);
     }

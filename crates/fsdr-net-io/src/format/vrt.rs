@@ -391,7 +391,7 @@ pub(crate) fn emit_data_header(
     _eob: bool,
 ) -> Result<(), FormatError> {
     let len = datagram.len();
-    if len % 4 != 0 || len / 4 > u16::MAX as usize {
+    if !len.is_multiple_of(4) || len / 4 > u16::MAX as usize {
         return Err(FormatError::LengthMismatch {
             field: len / 4 * 4,
             datagram: len,

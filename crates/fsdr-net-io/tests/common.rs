@@ -1,0 +1,67 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use fsdr_net_io::send::{SenderConfig, StreamSender};
+use fsdr_net_io::{Backend, Engine, EngineConfig, Format, Stats};
+
+/// An engine on an ephemeral loopback port.
+pub fn engine(backend: Backend, format: Format) -> Engine {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.backend = backend;
+    cfg.format = format;
+    Engine::start(cfg).expect("engine starts")
+}
+
+/// What a consumer saw.
+pub struct Received {
+    pub seqs: Vec<u64>,
+    pub payload_bytes: u64,
+    pub stats: Stats,
+}
+
+/// Consumes until every one of `sent` datagrams is accounted for (or `limit` passes), then
+/// shuts the engine down.
+pub fn consume_until_accounted(mut engine: Engine, sent: u64, limit: Duration) -> Received {
+    let start = Instant::now();
+    let mut seqs = Vec::with_capacity(sent as usize);
+    let mut payload_bytes = 0;
+    while start.elapsed() < limit {
+        let got = engine.recv_timeout(Duration::from_millis(50)).map(|d| {
+            if let Some(s) = d.info().seq {
+                seqs.push(s);
+            }
+            payload_bytes += d.payload().len() as u64;
+        });
+        if got.is_none() && engine.stats().accounted() >= sent {
+            break;
+        }
+    }
+    let stats = engine.shutdown();
+    Received {
+        seqs,
+        payload_bytes,
+        stats,
+    }
+}
+
+/// Sends `count` datagrams of `size` bytes to `engine`, paced, and returns how many went out.
+pub fn send(
+    engine: &Engine,
+    format: Format,
+    count: u64,
+    size: usize,
+    rate: Option<f64>,
+) -> std::thread::JoinHandle<u64> {
+    let sender = StreamSender::new(SenderConfig::new(engine.local_addr()), format)
+        .datagram_size(size)
+        .count(count)
+        .rate(rate);
+    std::thread::spawn(move || sender.run().expect("sender runs").datagrams)
+}
+
+/// Threads of this process.
+pub fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}

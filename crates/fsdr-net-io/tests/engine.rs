@@ -1,0 +1,365 @@
+//! Loopback tests of the receive engine: exact accounting per backend, ordering, drops,
+//! rejection, truncation, IPv6, multicast, receive buffer sizing, thread options.
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use fsdr_net_io::socket::{Multicast, MulticastInterface, SourceFilter};
+use fsdr_net_io::{Backend, Engine, EngineConfig, EngineError, Format, SeqEvent};
+
+const N: u64 = 100_000;
+
+fn accounting(backend: Backend) {
+    let engine = engine(backend, Format::Seq64);
+    // 1000-byte datagrams at 100 MB/s: 100k datagrams a second.
+    let sender = send(&engine, Format::Seq64, N, 1000, Some(100e6));
+    let r = consume_until_accounted(engine, N, Duration::from_secs(60));
+    let sent = sender.join().unwrap();
+    assert_eq!(sent, N, "the sender sent everything");
+    let s = &r.stats;
+    println!("{backend}: {s}");
+    assert_eq!(
+        s.accounted(),
+        N,
+        "delivered + every drop counter == sent\n{s}"
+    );
+    assert_eq!(s.delivered, r.seqs.len() as u64);
+    assert!(r.seqs.windows(2).all(|w| w[0] < w[1]), "delivered in order");
+    let span = r.seqs.last().unwrap() - r.seqs.first().unwrap() + 1;
+    assert_eq!(s.missed, span - s.delivered, "missed frames match the gaps");
+    if s.accounted() == s.delivered {
+        let expected: Vec<u64> = (1..=N).collect();
+        assert_eq!(r.seqs, expected, "nothing dropped: the exact sent sequence");
+        assert_eq!(s.missed, 0);
+    }
+    assert_eq!(s.delivered_bytes, s.delivered * 992);
+}
+
+#[test]
+fn mio_accounts_for_every_datagram() {
+    accounting(Backend::Mio);
+}
+
+#[test]
+fn blocking_accounts_for_every_datagram() {
+    accounting(Backend::Blocking);
+}
+
+#[test]
+fn stalled_consumer_overflows_are_counted_and_stream_resumes_with_a_gap() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.format = Format::Seq64;
+    cfg.slots = 64;
+    cfg.batch = 8;
+    cfg.reorder_window = 0;
+    let mut engine = Engine::start(cfg).unwrap();
+    let n = 2_000;
+    // Nobody consumes while these arrive.
+    send(&engine, Format::Seq64, n, 200, Some(20e6))
+        .join()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let s = engine.stats();
+    assert!(s.overflow > 0, "{s}");
+    assert_eq!(s.received, n - s.kernel_drops);
+    let mut gaps = 0;
+    while let Some(d) = engine.recv_timeout(Duration::from_millis(200)) {
+        if d.missed_before() > 0 {
+            gaps += 1;
+        }
+    }
+    let s = engine.shutdown();
+    assert_eq!(s.accounted(), n, "{s}");
+    assert_eq!(s.delivered, 64);
+    assert_eq!(s.overflow + s.kernel_drops, n - 64);
+    // The first 64 are delivered in order; the overflowed tail leaves no successor, so no gap.
+    assert_eq!(gaps, 0);
+}
+
+#[test]
+fn reordered_datagrams_are_restored_and_duplicates_dropped() {
+    let engine = engine(Backend::Mio, Format::Seq64);
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let order = [1u64, 3, 2, 4, 4, 6, 5, 7];
+    for s in order {
+        let mut dg = s.to_le_bytes().to_vec();
+        dg.extend_from_slice(&[0u8; 32]);
+        tx.send_to(&dg, engine.local_addr()).unwrap();
+    }
+    let r = consume_until_accounted(engine, order.len() as u64, Duration::from_secs(10));
+    assert_eq!(r.seqs, [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(r.stats.duplicates, 1);
+    assert_eq!(r.stats.reordered, 2);
+    assert_eq!(r.stats.missed, 0);
+}
+
+#[test]
+fn sender_restart_is_one_resync() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.format = Format::Seq64;
+    cfg.slots = 8192; // everything is sent before anything is consumed
+    let mut engine = Engine::start(cfg).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for s in (1..=5000u64).chain(1..=10) {
+        tx.send_to(&s.to_le_bytes(), engine.local_addr()).unwrap();
+        if s % 500 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let mut events = Vec::new();
+    while let Some(d) = engine.recv_timeout(Duration::from_millis(300)) {
+        events.push(d.seq_event());
+    }
+    let s = engine.shutdown();
+    assert_eq!(s.kernel_drops, 0, "{s}");
+    assert_eq!(s.resyncs, 1, "{s}");
+    assert_eq!(s.missed, 0);
+    assert_eq!(events.iter().filter(|e| **e == SeqEvent::Resync).count(), 1);
+    assert_eq!(s.delivered, 5010);
+}
+
+#[test]
+fn truncated_malformed_and_non_data_are_counted_not_delivered() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.format = Format::Chdr;
+    cfg.slot_size = 1024;
+    let engine = Engine::start(cfg).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = engine.local_addr();
+    let mut good = vec![0u8; 64];
+    Format::Chdr.emit_header(&mut good, 0, None, false).unwrap();
+    tx.send_to(&good, to).unwrap();
+    // Larger than a slot.
+    let mut big = vec![0u8; 2000];
+    Format::Chdr.emit_header(&mut big, 1, None, false).unwrap();
+    tx.send_to(&big, to).unwrap();
+    // Length field disagrees.
+    let mut bad = good.clone();
+    bad.truncate(40);
+    tx.send_to(&bad, to).unwrap();
+    // Control packet (type 4).
+    let mut ctrl = good.clone();
+    ctrl[6] = (ctrl[6] & !0xe0) | (4 << 5);
+    tx.send_to(&ctrl, to).unwrap();
+    let r = consume_until_accounted(engine, 4, Duration::from_secs(10));
+    let s = r.stats;
+    assert_eq!(
+        (s.delivered, s.truncated, s.malformed, s.skipped),
+        (1, 1, 1, 1),
+        "{s}"
+    );
+}
+
+#[test]
+fn datagrams_from_outside_the_allow_list_are_rejected() {
+    let allowed = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.socket.filter = SourceFilter::peer(allowed.local_addr().unwrap());
+    let mut engine = Engine::start(cfg).unwrap();
+    for i in 0..50u8 {
+        allowed.send_to(&[i; 10], engine.local_addr()).unwrap();
+        other.send_to(&[0xff; 10], engine.local_addr()).unwrap();
+    }
+    let mut got = Vec::new();
+    while let Some(d) = engine.recv_timeout(Duration::from_millis(300)) {
+        assert_eq!(d.meta().source, allowed.local_addr().unwrap());
+        got.push(d.payload()[0]);
+    }
+    let s = engine.shutdown();
+    assert_eq!(got, (0..50).collect::<Vec<u8>>());
+    assert_eq!(s.rejected, 50);
+    assert_eq!(s.accounted(), 100);
+}
+
+#[test]
+fn ipv6_loopback_and_dual_stack() {
+    let mut cfg = EngineConfig::new("[::1]:0".parse().unwrap());
+    cfg.format = Format::Seq64;
+    let mut engine = Engine::start(cfg).unwrap();
+    let tx = UdpSocket::bind("[::1]:0").unwrap();
+    tx.send_to(&1u64.to_le_bytes(), engine.local_addr())
+        .unwrap();
+    let d = engine
+        .recv_timeout(Duration::from_secs(5))
+        .expect("IPv6 datagram");
+    assert_eq!(d.meta().source, tx.local_addr().unwrap());
+    drop(d);
+    drop(engine);
+
+    // [::] without v6_only also takes IPv4.
+    let cfg = EngineConfig::new("[::]:0".parse().unwrap());
+    let mut engine = Engine::start(cfg).unwrap();
+    let port = engine.local_addr().port();
+    let tx4 = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx4.send_to(b"v4", ("127.0.0.1", port)).unwrap();
+    let d = engine
+        .recv_timeout(Duration::from_secs(5))
+        .expect("IPv4 on dual-stack");
+    assert_eq!(d.payload(), b"v4");
+    assert_eq!(d.meta().source.port(), tx4.local_addr().unwrap().port());
+    drop(d);
+    drop(engine);
+
+    // v6_only refuses it.
+    let mut cfg = EngineConfig::new("[::]:0".parse().unwrap());
+    cfg.socket.v6_only = true;
+    let mut engine = Engine::start(cfg).unwrap();
+    let port = engine.local_addr().port();
+    tx4.send_to(b"v4", ("127.0.0.1", port)).unwrap();
+    assert!(engine.recv_timeout(Duration::from_millis(300)).is_none());
+}
+
+#[test]
+fn multicast_on_loopback() {
+    let group: std::net::Ipv4Addr = "239.255.77.1".parse().unwrap();
+    let mut cfg = EngineConfig::new("0.0.0.0:0".parse().unwrap());
+    cfg.socket.multicast = Some(Multicast {
+        group: group.into(),
+        interface: MulticastInterface::V4("127.0.0.1".parse().unwrap()),
+    });
+    let mut engine = match Engine::start(cfg) {
+        Ok(e) => e,
+        Err(e) => {
+            println!("SKIP multicast: the kernel refused to join {group} on lo: {e}");
+            return;
+        }
+    };
+    let port = engine.local_addr().port();
+    let mut scfg = fsdr_net_io::send::SenderConfig::new(SocketAddr::from((group, port)));
+    scfg.multicast_if = Some("127.0.0.1".parse().unwrap());
+    let mut sender = match fsdr_net_io::send::Sender::new(&scfg) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("SKIP multicast: cannot send to {group} via lo: {e}");
+            return;
+        }
+    };
+    if let Err(e) = sender.send_datagrams(&[b"mc"]) {
+        println!("SKIP multicast: sending to {group} via lo failed: {e}");
+        return;
+    }
+    match engine.recv_timeout(Duration::from_secs(2)) {
+        Some(d) => assert_eq!(d.payload(), b"mc"),
+        None => println!("SKIP multicast: joined {group} on lo but nothing was looped back"),
+    }
+}
+
+/// Collects formatted log output.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn recv_buffer_above_rmem_max_reports_effective_size_and_warns() {
+    let rmem_max = fsdr_net_io::socket::rmem_max().expect("rmem_max readable");
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.socket.recv_buffer = rmem_max * 4;
+    cfg.socket.force_recv_buffer = false;
+    let engine = tracing::subscriber::with_default(subscriber, || Engine::start(cfg).unwrap());
+    let b = engine.recv_buffer();
+    assert_eq!(b.requested, rmem_max * 4);
+    assert!(b.effective <= rmem_max, "{b:?}");
+    assert!(b.short() && !b.forced);
+    let log = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("WARN"), "{log}");
+    assert!(
+        log.contains(&format!("net.core.rmem_max={}", rmem_max * 4)),
+        "{log}"
+    );
+    assert!(log.contains(&b.effective.to_string()), "{log}");
+}
+
+#[test]
+fn forced_recv_buffer_when_privileged() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.socket.recv_buffer = 25_000_000;
+    let engine = Engine::start(cfg).unwrap();
+    let b = engine.recv_buffer();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(b.forced && !b.short(), "{b:?}");
+    } else {
+        println!("not root: SO_RCVBUFFORCE unavailable, got {b:?}");
+    }
+}
+
+#[test]
+fn thread_options_pin_and_priority_errors_are_clear() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.threads.cpus = vec![0];
+    Engine::start(cfg.clone()).expect("pinning to CPU 0 works");
+    cfg.threads.cpus = vec![1000];
+    match Engine::start(cfg) {
+        Err(EngineError::Pin { cpu: 1000, .. }) => {}
+        other => panic!("expected a pinning error, got {other:?}"),
+    }
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.backend = Backend::Blocking;
+    cfg.threads.fifo_priority = Some(10);
+    match Engine::start(cfg) {
+        Ok(_) => println!("SCHED_FIFO permitted here"),
+        Err(e @ EngineError::Priority { .. }) => {
+            assert!(e.to_string().contains("CAP_SYS_NICE"), "{e}")
+        }
+        Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
+#[test]
+fn bad_configuration_is_an_error_not_a_panic() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.batch = 0;
+    assert!(matches!(Engine::start(cfg), Err(EngineError::Config(_))));
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.reorder_window = cfg.slots;
+    assert!(matches!(Engine::start(cfg), Err(EngineError::Config(_))));
+    // Address in use.
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let cfg = EngineConfig::new(taken.local_addr().unwrap());
+    assert!(matches!(
+        Engine::start(cfg),
+        Err(EngineError::Socket { .. })
+    ));
+}
+
+#[test]
+fn kernel_timestamps_when_enabled() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.socket.timestamps = true;
+    let mut engine = Engine::start(cfg).unwrap();
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .send_to(b"t", engine.local_addr())
+        .unwrap();
+    let d = engine.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(d.meta().arrival.clock, fsdr_net_io::ArrivalClock::Kernel);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let age = now.saturating_sub(d.meta().arrival.ns);
+    assert!(
+        age < 60_000_000_000,
+        "kernel timestamp is recent: {age} ns old"
+    );
+}

@@ -1,0 +1,36 @@
+//! Starting and stopping engines leaves no thread and no file descriptor behind. Alone in its
+//! own test binary so that no other test's threads disturb the counts.
+
+mod common;
+
+use common::*;
+use fsdr_net_io::{Backend, Format};
+
+fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+#[test]
+fn start_stop_200_times_leaves_nothing_behind() {
+    // Warm up lazily created process-wide state (GSO detection, tracing).
+    engine(Backend::Mio, Format::Raw).shutdown();
+    let (threads, fds) = (thread_count(), fd_count());
+    for i in 0..200 {
+        let backend = if i % 2 == 0 {
+            Backend::Mio
+        } else {
+            Backend::Blocking
+        };
+        let e = engine(backend, Format::Seq64);
+        if i % 50 == 0 {
+            assert!(thread_count() > threads, "a receive thread runs");
+        }
+        if i % 3 == 0 {
+            e.shutdown();
+        } else {
+            drop(e);
+        }
+    }
+    assert_eq!(thread_count(), threads, "threads left behind");
+    assert_eq!(fd_count(), fds, "file descriptors left behind");
+}

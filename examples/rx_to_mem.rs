@@ -1,0 +1,161 @@
+//! Receives N payload bytes from UDP into preallocated memory, as gr-netring's `rx_to_mem`
+//! does, and prints how long it took and every counter of the engine.
+//!
+//! Without `--listen` it starts the built-in sender on loopback, so it runs anywhere:
+//!
+//! ```text
+//! cargo run --release --example rx_to_mem -- --backend mio --bytes 800000000 --rate 800e6
+//! cargo run --release --example rx_to_mem -- --listen 0.0.0.0:49000 --format chdr --bytes 1e9
+//! ```
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use fsdr_net::io::send::{SenderConfig, StreamSender};
+use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
+
+/// Receive N bytes of UDP payload into memory and report rate and losses.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Receive backend.
+    #[arg(long, default_value = "mio")]
+    backend: Backend,
+    /// Receive buffer to request (bytes).
+    #[arg(long, default_value_t = 25_000_000)]
+    recv_buff_size: usize,
+    /// Largest datagram accepted whole (bytes); larger ones are counted as truncated.
+    #[arg(long, default_value_t = 9000)]
+    mtu: usize,
+    /// Stop when no datagram arrives for this long (seconds).
+    #[arg(long, default_value_t = 2.0)]
+    timeout: f64,
+    /// Payload bytes to receive (after the format's header); accepts 1e9 notation.
+    #[arg(long, default_value = "1e9", value_parser = parse_count)]
+    bytes: u64,
+    /// Receive from this address instead of starting the built-in sender.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Built-in sender: rate in bytes per second (unpaced when absent); accepts 8e8.
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// Wire format.
+    #[arg(long, default_value = "seq64")]
+    format: Format,
+    /// Built-in sender: datagram size in bytes, header included.
+    #[arg(long, default_value_t = 8000)]
+    datagram_size: usize,
+    /// Datagrams per recvmmsg call.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Pin the receive thread(s) to these CPUs (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<usize>,
+}
+
+fn parse_count(s: &str) -> Result<u64, String> {
+    parse_rate(s).map(|v| v as u64)
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?} must be a positive number"))
+    }
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    // Preallocated and touched before anything starts, so that page faults do not count
+    // against reception.
+    let mut memory = vec![1u8; args.bytes as usize];
+    let bind = args
+        .listen
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let mut cfg = EngineConfig::new(bind);
+    cfg.backend = args.backend;
+    cfg.format = args.format;
+    cfg.socket.recv_buffer = args.recv_buff_size;
+    cfg.slot_size = args.mtu;
+    cfg.batch = args.batch;
+    cfg.threads.cpus = args.cpus.clone();
+    let mut engine =
+        Engine::start(cfg).with_context(|| format!("starting the {} engine", args.backend))?;
+    eprintln!(
+        "listening on {} ({} backend, {} format, receive buffer {} bytes)",
+        engine.local_addr(),
+        engine.backend(),
+        args.format,
+        engine.recv_buffer().effective
+    );
+
+    let sender = if args.listen.is_none() {
+        if args.datagram_size > args.mtu {
+            bail!(
+                "--datagram-size {} exceeds --mtu {}",
+                args.datagram_size,
+                args.mtu
+            );
+        }
+        let s = StreamSender::new(SenderConfig::new(engine.local_addr()), args.format)
+            .datagram_size(args.datagram_size)
+            .payload_bytes(args.bytes)
+            .rate(args.rate);
+        Some(s.spawn())
+    } else {
+        None
+    };
+
+    let mut filled = 0usize;
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    let idle = Duration::from_secs_f64(args.timeout);
+    while filled < memory.len() {
+        let got = engine.recv_timeout(idle).map(|d| {
+            let p = d.payload();
+            let n = p.len().min(memory.len() - filled);
+            memory[filled..filled + n].copy_from_slice(&p[..n]);
+            filled += n;
+        });
+        if got.is_none() {
+            eprintln!("no datagram for {:.1} s; stopping", args.timeout);
+            break;
+        }
+        let now = Instant::now();
+        first.get_or_insert(now);
+        last = now;
+    }
+    let ms = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64() * 1e3);
+    let stats = engine.shutdown();
+    println!("Received {filled} bytes in {ms:.0} ms");
+    if ms > 0.0 {
+        println!(
+            "rate {:.1} MB/s, {:.0} datagrams/s",
+            filled as f64 / ms / 1e3,
+            stats.delivered as f64 / ms * 1e3
+        );
+    }
+    println!("{stats}");
+    if let Some(s) = sender {
+        let report = s.join().expect("sender thread")?;
+        println!(
+            "sender: {} datagrams, {} bytes in {:.0} ms ({:.1} MB/s)",
+            report.datagrams,
+            report.bytes,
+            report.elapsed.as_secs_f64() * 1e3,
+            report.rate() / 1e6
+        );
+    }
+    std::hint::black_box(&memory);
+    Ok(())
+}
