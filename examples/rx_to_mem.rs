@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use fsdr_net::io::engine::ReuseportSpread;
 use fsdr_net::io::send::{SenderConfig, StreamSender};
 use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
 
@@ -50,9 +51,26 @@ struct Args {
     /// Datagrams per recvmmsg call.
     #[arg(long, default_value_t = 32)]
     batch: usize,
+    /// reuseport: receive threads (one SO_REUSEPORT socket each).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// reuseport: spread one flow over the sockets with a cBPF program (random or cpu).
+    #[arg(long, value_parser = parse_spread)]
+    spread: Option<ReuseportSpread>,
+    /// uring: receive operations in flight.
+    #[arg(long, default_value_t = 64)]
+    uring_depth: usize,
     /// Pin the receive thread(s) to these CPUs (comma-separated).
     #[arg(long, value_delimiter = ',')]
     cpus: Vec<usize>,
+}
+
+fn parse_spread(s: &str) -> Result<ReuseportSpread, String> {
+    match s {
+        "random" => Ok(ReuseportSpread::Random),
+        "cpu" => Ok(ReuseportSpread::Cpu),
+        _ => Err(format!("{s:?}: expected random or cpu")),
+    }
 }
 
 fn parse_count(s: &str) -> Result<u64, String> {
@@ -89,6 +107,9 @@ fn main() -> Result<()> {
     cfg.slot_size = args.mtu;
     cfg.batch = args.batch;
     cfg.threads.cpus = args.cpus.clone();
+    cfg.reuseport_threads = args.threads;
+    cfg.reuseport_spread = args.spread;
+    cfg.uring_depth = args.uring_depth;
     let mut engine =
         Engine::start(cfg).with_context(|| format!("starting the {} engine", args.backend))?;
     eprintln!(

@@ -95,6 +95,8 @@ pub struct Arrival {
 pub struct DatagramMeta {
     /// Datagram length in bytes.
     pub len: usize,
+    /// Where the datagram starts in its slot (io_uring multishot puts a header first).
+    pub offset: usize,
     /// Sender.
     pub source: std::net::SocketAddr,
     /// Arrival time.
@@ -109,6 +111,7 @@ impl Default for DatagramMeta {
     fn default() -> Self {
         Self {
             len: 0,
+            offset: 0,
             source: std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
             arrival: Arrival {
                 ns: 0,
@@ -190,8 +193,10 @@ impl SlotPool {
     pub(crate) unsafe fn data(&self, i: u32) -> &[u8] {
         // SAFETY: the caller owns the slot; its metadata says how much of it was written.
         unsafe {
-            let len = (*self.meta[i as usize].get()).len.min(self.slot_size);
-            std::slice::from_raw_parts(self.buf_ptr(i), len)
+            let meta = &*self.meta[i as usize].get();
+            let offset = meta.offset.min(self.slot_size);
+            let len = meta.len.min(self.slot_size - offset);
+            std::slice::from_raw_parts(self.buf_ptr(i).add(offset), len)
         }
     }
 

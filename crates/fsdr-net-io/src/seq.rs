@@ -18,6 +18,10 @@ use std::collections::VecDeque;
 /// How many recent positions the tracker remembers to tell late datagrams from duplicates.
 pub const HISTORY: u64 = 1024;
 
+/// Consecutive sequence numbers that must arrive far behind the stream (beyond [`HISTORY`])
+/// before the tracker takes them for a restarted sender; fewer are late stragglers.
+pub const RESTART_RUN: u32 = 4;
+
 /// Rules for a [`SeqTracker`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeqConfig {
@@ -83,8 +87,11 @@ pub enum SeqOffset {
     Expected,
     /// `n` frames ahead of the expected one (n ≥ 1).
     Ahead(u64),
-    /// `n` frames behind the expected one (n ≥ 1).
+    /// `n` frames behind the expected one (1 ≤ n ≤ [`HISTORY`]).
     Behind(u64),
+    /// More than [`HISTORY`] frames behind: a straggler, or (after [`RESTART_RUN`] in a row) a
+    /// restarted sender.
+    FarBehind,
     /// A restart or a jump beyond `max_gap`.
     Resync,
 }
@@ -100,6 +107,8 @@ pub struct SeqTracker {
     position: u64,
     /// Bit per recent position: set when that position was missed and has not arrived.
     missed: [u64; (HISTORY / 64) as usize],
+    /// The last far-behind sequence number and how many consecutive ones led to it.
+    far_run: Option<(u64, u32)>,
 }
 
 impl SeqTracker {
@@ -111,6 +120,7 @@ impl SeqTracker {
             next: None,
             position: 0,
             missed: [0; (HISTORY / 64) as usize],
+            far_run: None,
         }
     }
 
@@ -147,7 +157,7 @@ impl SeqTracker {
         } else {
             let behind = next.wrapping_sub(seq) & self.mask;
             if behind > HISTORY {
-                SeqOffset::Resync
+                SeqOffset::FarBehind
             } else {
                 SeqOffset::Behind(behind)
             }
@@ -169,7 +179,15 @@ impl SeqTracker {
         self.missed[i / 64] >> (i % 64) & 1 == 1
     }
 
+    /// Whether a far-behind `seq` completes a run that means the sender restarted.
+    pub fn completes_restart_run(&self, seq: u64) -> bool {
+        let seq = seq & self.mask;
+        matches!(self.far_run, Some((last, n))
+            if last.wrapping_add(1) & self.mask == seq && n + 1 >= RESTART_RUN)
+    }
+
     fn start_at(&mut self, seq: u64) {
+        self.far_run = None;
         self.missed = [0; (HISTORY / 64) as usize];
         self.next = Some(seq.wrapping_add(1) & self.mask);
         self.position = self.position.wrapping_add(1);
@@ -187,7 +205,22 @@ impl SeqTracker {
                 self.start_at(seq);
                 SeqEvent::Resync
             }
+            SeqOffset::FarBehind => {
+                let restart = self.completes_restart_run(seq);
+                let run = match self.far_run {
+                    Some((last, n)) if last.wrapping_add(1) & self.mask == seq => n + 1,
+                    _ => 1,
+                };
+                if restart {
+                    self.start_at(seq);
+                    SeqEvent::Resync
+                } else {
+                    self.far_run = Some((seq, run));
+                    SeqEvent::Late
+                }
+            }
             SeqOffset::Expected => {
+                self.far_run = None;
                 self.bit(self.position, false);
                 self.position += 1;
                 self.next = Some(seq.wrapping_add(1) & self.mask);
@@ -385,6 +418,15 @@ impl<T> Reorder<T> {
                 });
                 self.release_following(out);
             }
+            SeqOffset::FarBehind if self.tracker.completes_restart_run(seq) => {
+                self.flush_all(out);
+                let event = self.tracker.observe(seq);
+                out.push(Released {
+                    event,
+                    deliver: true,
+                    item,
+                });
+            }
             SeqOffset::Resync | SeqOffset::First => {
                 self.flush_all(out);
                 let event = self.tracker.observe(seq);
@@ -394,7 +436,7 @@ impl<T> Reorder<T> {
                     item,
                 });
             }
-            SeqOffset::Ahead(_) | SeqOffset::Behind(_) => {
+            SeqOffset::Ahead(_) | SeqOffset::Behind(_) | SeqOffset::FarBehind => {
                 let event = self.tracker.observe(seq);
                 let deliver = matches!(event, SeqEvent::Gap { .. } | SeqEvent::InOrder);
                 out.push(Released {
@@ -482,14 +524,40 @@ mod tests {
         }
         use SeqEvent::*;
         assert_eq!(run(&mut t, &[1, 2, 3]), [Resync, InOrder, InOrder]);
-        // Without the rule, a jump back far beyond the history is a resync too.
+        // Without the rule, a run of datagrams far behind the history is a restart too (the
+        // first few of the new run are counted late).
         let mut t = SeqTracker::new(SeqConfig::for_bits(64));
         for s in 1..=100_000u64 {
             t.observe(s);
         }
-        assert_eq!(run(&mut t, &[1, 2]), [Resync, InOrder]);
+        assert_eq!(
+            run(&mut t, &[2, 3, 4, 5, 6]),
+            [Late, Late, Late, Resync, InOrder]
+        );
         // A huge jump ahead is a resync, not billions of missed frames.
         assert_eq!(run(&mut t, &[1 << 40, (1 << 40) + 1]), [Resync, InOrder]);
+    }
+
+    #[test]
+    fn a_straggler_far_behind_is_late_not_a_restart() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        use SeqEvent::*;
+        for s in 1..=5_000u64 {
+            t.observe(s);
+        }
+        // One datagram 3000 behind (a descheduled receive thread), then the stream goes on.
+        assert_eq!(
+            run(&mut t, &[2_000, 5_001, 2_001, 5_002]),
+            [Late, InOrder, Late, InOrder]
+        );
+        let mut r = Reorder::new(SeqConfig::for_bits(64), 8);
+        let mut out = Vec::new();
+        for s in (1..=3_000u64).chain([10, 3_001]) {
+            r.push(s, s, &mut out);
+        }
+        let delivered: Vec<u64> = out.iter().filter(|d| d.deliver).map(|d| d.item).collect();
+        assert!(delivered.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(delivered.len(), 3_001);
     }
 
     #[test]

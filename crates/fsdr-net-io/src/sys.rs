@@ -441,6 +441,111 @@ impl SendBatch {
     }
 }
 
+/// How a classic-BPF program attached to a SO_REUSEPORT group picks the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReuseportSpread {
+    /// A random socket per datagram: spreads even a single flow over every socket.
+    Random,
+    /// The socket whose index is the receiving CPU modulo the group size.
+    Cpu,
+}
+
+/// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic value; the libc crate lists it only for Android).
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+
+/// Attaches a classic-BPF program to the SO_REUSEPORT group of `fd` that returns the index of
+/// the socket (in bind order) to deliver to: `spread` modulo `sockets`.
+pub fn attach_reuseport_cbpf(fd: RawFd, spread: ReuseportSpread, sockets: u32) -> io::Result<()> {
+    let ancillary = match spread {
+        ReuseportSpread::Random => libc::SKF_AD_RANDOM,
+        ReuseportSpread::Cpu => libc::SKF_AD_CPU,
+    };
+    let mut program = [
+        // A = random number or CPU id (ancillary load).
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: (libc::SKF_AD_OFF + ancillary) as u32,
+        },
+        // A = A % sockets.
+        libc::sock_filter {
+            code: (libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: sockets.max(1),
+        },
+        // Return A: the index of the socket.
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_A) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: prog points at a valid filter array that outlives the call; the kernel copies it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            (&prog as *const libc::sock_fprog).cast(),
+            mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `shutdown(fd, SHUT_RD)`: wakes every receive waiting on the socket (blocking `recvmsg`,
+/// io_uring receives), which then return 0. On an unconnected UDP socket the call reports
+/// `ENOTCONN` but still marks the socket and wakes the waiters, so that error is ignored.
+pub fn shutdown_read(fd: RawFd) {
+    // SAFETY: shutdown has no memory-safety preconditions; a bad fd only yields an error.
+    unsafe {
+        libc::shutdown(fd, libc::SHUT_RD);
+    }
+}
+
+/// Parses the control messages in `control` (as the kernel wrote them) into `meta`.
+pub fn parse_control(control: &[u8], meta: &mut RecvMeta) {
+    if control.is_empty() {
+        return;
+    }
+    // SAFETY: all-zero is a valid msghdr.
+    let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
+    hdr.msg_control = control.as_ptr() as *mut libc::c_void;
+    hdr.msg_controllen = control.len() as _;
+    // SAFETY: the header describes exactly the readable `control` slice.
+    unsafe { parse_cmsgs(&hdr, meta) };
+}
+
+/// Reads a kernel socket address from raw bytes.
+pub fn sockaddr_from_bytes(bytes: &[u8]) -> Option<SocketAddr> {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
+    let n = bytes.len().min(mem::size_of::<libc::sockaddr_storage>());
+    // SAFETY: n bytes fit both the source slice and the storage.
+    unsafe {
+        ptr::copy_nonoverlapping(
+            bytes.as_ptr(),
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            n,
+        );
+    }
+    sockaddr_to_std(&storage, n as libc::socklen_t)
+}
+
+/// Space the control messages of one datagram need (see [`RecvBatch`]).
+pub const CONTROL_SPACE: usize = CMSG_BUF;
+
 #[cfg(test)]
 mod tests {
     use super::*;

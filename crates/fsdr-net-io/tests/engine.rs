@@ -50,6 +50,21 @@ fn blocking_accounts_for_every_datagram() {
 }
 
 #[test]
+fn reuseport_accounts_for_every_datagram() {
+    accounting(Backend::Reuseport);
+}
+
+#[test]
+fn uring_accounts_for_every_datagram() {
+    accounting(Backend::Uring);
+}
+
+#[test]
+fn uring_multishot_accounts_for_every_datagram() {
+    accounting(Backend::UringMultishot);
+}
+
+#[test]
 fn stalled_consumer_overflows_are_counted_and_stream_resumes_with_a_gap() {
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.format = Format::Seq64;

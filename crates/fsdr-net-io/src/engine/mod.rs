@@ -26,6 +26,9 @@
 
 mod blocking;
 mod mio_backend;
+mod multishot;
+mod reuseport;
+mod uring;
 pub(crate) mod worker;
 
 use std::collections::VecDeque;
@@ -43,6 +46,7 @@ use crate::ring::{DatagramMeta, Notify, SlotPool};
 use crate::seq::{Released, Reorder, SeqConfig, SeqEvent};
 use crate::socket::{BufferReport, SocketConfig, SourceFilter, open_socket};
 use crate::stats::{Counters, Stats};
+pub use crate::sys::ReuseportSpread;
 
 /// Why the engine could not start.
 #[derive(Debug, thiserror::Error)]
@@ -100,17 +104,44 @@ pub enum Backend {
     Mio,
     /// One thread doing one blocking `recvmsg` per datagram: the baseline.
     Blocking,
+    /// N threads, each with its own SO_REUSEPORT socket on the same address and its own
+    /// `mio::Poll`; optionally a classic-BPF program spreads one flow over the sockets.
+    Reuseport,
+    /// io_uring through tokio-uring on a dedicated thread, with a configurable number of
+    /// receives always in flight.
+    Uring,
+    /// io_uring multishot `recvmsg` with a provided-buffer ring made of the engine's slots.
+    UringMultishot,
 }
 
 impl Backend {
     /// Every backend.
-    pub const ALL: &'static [Backend] = &[Backend::Mio, Backend::Blocking];
+    pub const ALL: &'static [Backend] = &[
+        Backend::Mio,
+        Backend::Blocking,
+        Backend::Reuseport,
+        Backend::Uring,
+        Backend::UringMultishot,
+    ];
 
     /// Name as used on command lines.
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Mio => "mio",
             Backend::Blocking => "blocking",
+            Backend::Reuseport => "reuseport",
+            Backend::Uring => "uring",
+            Backend::UringMultishot => "uring-multishot",
+        }
+    }
+
+    /// Extra bytes a slot needs beyond the largest datagram for this backend.
+    fn slot_overhead(&self) -> usize {
+        match self {
+            // One spare byte tells a truncated datagram from one that fills the slot.
+            Backend::Uring => 1,
+            Backend::UringMultishot => multishot::HEADER_SPACE,
+            _ => 0,
         }
     }
 }
@@ -170,6 +201,18 @@ pub struct EngineConfig {
     pub reorder_timeout: Duration,
     /// Sequence rules; `None` uses the format's defaults.
     pub seq: Option<SeqConfig>,
+    /// `reuseport`: number of receive threads (and sockets).
+    pub reuseport_threads: usize,
+    /// `reuseport`: spread datagrams over the sockets with a classic-BPF program instead of
+    /// the kernel's 4-tuple hash (which sends one flow to one socket).
+    pub reuseport_spread: Option<ReuseportSpread>,
+    /// `uring`: receive operations kept in flight.
+    pub uring_depth: usize,
+    /// `uring-multishot`: overflow buffers put in the provided-buffer ring when the consumer
+    /// holds every slot (datagrams landing there are counted as `overflow`); `None` means
+    /// `batch`. With 0 the ring runs dry instead, the multishot receive ends, and the kernel's
+    /// queue absorbs (or drops) datagrams until slots come back and it is re-armed.
+    pub uring_overflow_buffers: Option<usize>,
 }
 
 /// Default bytes per slot: a 9000-byte jumbo frame's UDP payload, rounded up.
@@ -190,6 +233,18 @@ impl EngineConfig {
             reorder_window: 64,
             reorder_timeout: Duration::from_millis(5),
             seq: None,
+            reuseport_threads: 2,
+            reuseport_spread: None,
+            uring_depth: 64,
+            uring_overflow_buffers: None,
+        }
+    }
+
+    /// Receive threads this configuration starts.
+    pub fn thread_count(&self) -> usize {
+        match self.backend {
+            Backend::Reuseport => self.reuseport_threads,
+            _ => 1,
         }
     }
 
@@ -226,6 +281,24 @@ impl EngineConfig {
                 self.slots, self.batch
             )));
         }
+        if self.backend == Backend::Reuseport && !(1..=64).contains(&self.reuseport_threads) {
+            return Err(EngineError::Config(format!(
+                "reuseport threads {} outside 1..=64",
+                self.reuseport_threads
+            )));
+        }
+        if self.backend == Backend::Uring && !(1..=4096).contains(&self.uring_depth) {
+            return Err(EngineError::Config(format!(
+                "uring depth {} outside 1..=4096",
+                self.uring_depth
+            )));
+        }
+        if self.backend == Backend::UringMultishot && self.slots > 32_768 - 1024 {
+            return Err(EngineError::Config(format!(
+                "uring-multishot takes at most {} slots (16-bit buffer IDs in a ring of 32768)",
+                32_768 - 1024
+            )));
+        }
         if self.reorder_window >= self.slots {
             return Err(EngineError::Config(format!(
                 "reorder window {} needs more than {} slots",
@@ -253,6 +326,19 @@ pub(crate) type Stopper = Box<dyn Fn() + Send + Sync>;
 pub(crate) struct Started {
     pub(crate) threads: Vec<JoinHandle<()>>,
     pub(crate) stoppers: Vec<Stopper>,
+}
+
+impl Started {
+    /// Stops and joins the threads of a start that failed half-way.
+    pub(crate) fn abort(self, shared: &Shared) {
+        shared.stop.store(true, Ordering::Release);
+        for s in &self.stoppers {
+            s();
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
 }
 
 /// A datagram in a slot, as the consumer sees it before delivery.
@@ -320,14 +406,24 @@ impl Engine {
     /// Opens the socket(s) and starts the receive threads.
     pub fn start(cfg: EngineConfig) -> Result<Engine, EngineError> {
         cfg.validate()?;
-        let n_threads = 1;
-        let opened = open_socket(&cfg.socket, false).map_err(|source| EngineError::Socket {
-            addr: cfg.socket.bind,
-            source,
-        })?;
+        let n_threads = cfg.thread_count();
+        let sock_err = |addr, source| EngineError::Socket { addr, source };
+        let reuse = cfg.backend == Backend::Reuseport;
+        let first = open_socket(&cfg.socket, reuse).map_err(|e| sock_err(cfg.socket.bind, e))?;
+        let local_addr = first.local_addr;
+        let buffer = first.buffer;
+        let mut sockets = vec![first.socket];
+        // The other sockets of a SO_REUSEPORT group bind to the port the first one got.
+        let mut more = cfg.socket.clone();
+        more.bind.set_port(local_addr.port());
+        for _ in 1..n_threads {
+            let s = open_socket(&more, true).map_err(|e| sock_err(more.bind, e))?;
+            sockets.push(s.socket);
+        }
+        let pool_slot = cfg.slot_size + cfg.backend.slot_overhead();
         let shared = Arc::new(Shared {
             pools: (0..n_threads)
-                .map(|_| SlotPool::new(cfg.slots, cfg.slot_size))
+                .map(|_| SlotPool::new(cfg.slots, pool_slot))
                 .collect(),
             counters: Counters::new(n_threads),
             notify: Arc::new(Notify::new()),
@@ -335,11 +431,16 @@ impl Engine {
             format: cfg.format,
             filter: cfg.socket.filter.clone(),
         });
-        let local_addr = opened.local_addr;
-        let buffer = opened.buffer;
-        let started = match cfg.backend {
-            Backend::Mio => mio_backend::start(&cfg, shared.clone(), opened.socket),
-            Backend::Blocking => blocking::start(&cfg, shared.clone(), opened.socket),
+        let started = if cfg.backend == Backend::Reuseport {
+            reuseport::start(&cfg, shared.clone(), sockets)
+        } else {
+            let socket = sockets.pop().expect("one socket");
+            match cfg.backend {
+                Backend::Blocking => blocking::start(&cfg, shared.clone(), socket),
+                Backend::Uring => uring::start(&cfg, shared.clone(), socket),
+                Backend::UringMultishot => multishot::start(&cfg, shared.clone(), socket),
+                _ => mio_backend::start(&cfg, shared.clone(), socket),
+            }
         };
         let started = match started {
             Ok(s) => s,

@@ -106,6 +106,17 @@ impl Worker {
     /// Handles a datagram received into slot `slot`. Returns true when the slot went to the
     /// consumer, false when it stays with this thread (datagram dropped and counted).
     pub(crate) fn complete(&mut self, slot: u32, meta: &RecvMeta, now_ns: u64) -> bool {
+        self.complete_at(slot, 0, meta, now_ns)
+    }
+
+    /// Like [`Worker::complete`] for a datagram that starts `offset` bytes into its slot.
+    pub(crate) fn complete_at(
+        &mut self,
+        slot: u32,
+        offset: usize,
+        meta: &RecvMeta,
+        now_ns: u64,
+    ) -> bool {
         self.note_kernel(meta);
         if meta.truncated {
             self.truncated += 1;
@@ -116,9 +127,14 @@ impl Worker {
             return false;
         }
         let pool = &self.shared.pools[self.index as usize];
+        if offset + meta.len > pool.slot_size() {
+            // Cannot happen with a correct backend; never read past the slot.
+            self.truncated += 1;
+            return false;
+        }
         // SAFETY: this thread owns `slot` (taken from the free ring, not yet published), and
-        // the kernel wrote `meta.len` bytes into it.
-        let bytes = unsafe { std::slice::from_raw_parts(pool.buf_ptr(slot), meta.len) };
+        // the kernel wrote `meta.len` bytes into it at `offset` (bounds checked above).
+        let bytes = unsafe { std::slice::from_raw_parts(pool.buf_ptr(slot).add(offset), meta.len) };
         let info = match self.format.parse(bytes) {
             Ok(info) => info,
             Err(e) => {
@@ -145,6 +161,7 @@ impl Worker {
         };
         let dm = DatagramMeta {
             len: meta.len,
+            offset,
             source: meta
                 .source
                 .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0))),

@@ -1,0 +1,231 @@
+//! The `uring` backend: io_uring through tokio-uring on a dedicated thread running a
+//! tokio-uring runtime. `uring_depth` receive operations are in flight at all times, each
+//! receiving straight into a free slot, so the kernel always has posted receives.
+//!
+//! tokio-uring's `recv_from` reports neither `MSG_TRUNC` nor control messages. Slots are
+//! therefore one byte larger than the largest accepted datagram (a datagram that fills that
+//! byte was truncated), kernel drops are read with `SO_MEMINFO`, and arrival times come from
+//! CLOCK_MONOTONIC. Its fixed-buffer receive (`read_fixed`) would not report the sender, which
+//! the allow-list needs, so it is not used.
+//!
+//! The thread stops when the engine sends its socket one empty datagram per operation in
+//! flight from a private wake-up socket (so that every operation completes and no buffer is
+//! left with the kernel); those are recognised by their source and not counted.
+
+use std::cell::RefCell;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use socket2::Socket;
+use tokio_uring::buf::{IoBuf, IoBufMut};
+
+use super::mio_backend::await_setup;
+use super::worker::{Worker, setup_thread};
+use super::{EngineConfig, EngineError, Shared, Started};
+use crate::sys::{self, RecvMeta};
+
+/// A slot (or overflow buffer) lent to one receive operation.
+struct SlotBuf {
+    ptr: *mut u8,
+    cap: usize,
+    init: usize,
+}
+
+// SAFETY: `ptr` points at `cap` bytes that the receive thread owns (a slot taken from the free
+// ring or a task's private overflow buffer) and that outlive the operation; the pointer is
+// stable while the buffer moves in and out of the operation.
+unsafe impl IoBuf for SlotBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+    fn bytes_init(&self) -> usize {
+        self.init
+    }
+    fn bytes_total(&self) -> usize {
+        self.cap
+    }
+}
+
+// SAFETY: as for `IoBuf`; `set_init` only records how much the kernel wrote.
+unsafe impl IoBufMut for SlotBuf {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+    unsafe fn set_init(&mut self, pos: usize) {
+        self.init = self.init.max(pos);
+    }
+}
+
+fn wake_target(local: SocketAddr) -> SocketAddr {
+    let mut to = local;
+    if local.ip().is_unspecified() {
+        to.set_ip(match local {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    to
+}
+
+pub(super) fn start(
+    cfg: &EngineConfig,
+    shared: Arc<Shared>,
+    socket: Socket,
+) -> Result<Started, EngineError> {
+    let local = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .ok_or_else(|| EngineError::Spawn(std::io::Error::other("socket has no address")))?;
+    let target = wake_target(local);
+    let waker = UdpSocket::bind(match target {
+        SocketAddr::V4(_) => SocketAddr::from(([127, 0, 0, 1], 0)),
+        SocketAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0)),
+    })
+    .map_err(EngineError::Spawn)?;
+    let wake_from = waker.local_addr().map_err(EngineError::Spawn)?;
+    let depth = cfg.uring_depth;
+    let builder = {
+        let mut b = tokio_uring::builder();
+        b.entries((depth * 2).next_power_of_two() as u32);
+        b
+    };
+    // Fail here, not in the thread, when io_uring is unavailable.
+    drop(
+        tokio_uring::Runtime::new(&builder).map_err(|e| EngineError::Unsupported {
+            backend: cfg.backend,
+            reason: format!("tokio-uring runtime: {e}"),
+        })?,
+    );
+    let opts = cfg.threads.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+    let handle = std::thread::Builder::new()
+        .name("fsdr-net-rx0".into())
+        .spawn(move || {
+            let setup = setup_thread(&opts, 0);
+            let ok = setup.is_ok();
+            let _ = ready_tx.send(setup);
+            if !ok {
+                return;
+            }
+            let rt = match tokio_uring::Runtime::new(&builder) {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "tokio-uring runtime failed");
+                    return;
+                }
+            };
+            rt.block_on(run(shared, socket.into(), depth, wake_from));
+        })
+        .map_err(EngineError::Spawn)?;
+    let handle = await_setup(ready_rx, handle)?;
+    Ok(Started {
+        threads: vec![handle],
+        stoppers: vec![Box::new(move || {
+            for _ in 0..depth {
+                let _ = waker.send_to(&[], target);
+            }
+        })],
+    })
+}
+
+async fn run(shared: Arc<Shared>, socket: UdpSocket, depth: usize, wake_from: SocketAddr) {
+    let fd = socket.as_raw_fd();
+    let socket = Rc::new(tokio_uring::net::UdpSocket::from_std(socket));
+    let worker = Rc::new(RefCell::new(Worker::new(0, shared, 1)));
+    let slot_len = worker.borrow().pool().slot_size();
+    let tasks: Vec<_> = (0..depth)
+        .map(|_| {
+            let socket = socket.clone();
+            let worker = worker.clone();
+            tokio_uring::spawn(receive(socket, worker, slot_len, wake_from, fd))
+        })
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let mut w = worker.borrow_mut();
+    w.publish();
+    w.refresh_kernel_drops(fd);
+}
+
+/// One operation's loop: receive into a free slot (or its overflow buffer), hand it over,
+/// repeat until the engine stops.
+async fn receive(
+    socket: Rc<tokio_uring::net::UdpSocket>,
+    worker: Rc<RefCell<Worker>>,
+    slot_len: usize,
+    wake_from: SocketAddr,
+    fd: RawFd,
+) {
+    let mut overflow = vec![0x5au8; slot_len].into_boxed_slice();
+    let mut completions = 0u64;
+    loop {
+        let slot = {
+            let mut w = worker.borrow_mut();
+            if w.fill_stash(1) == 1 {
+                w.stash.pop()
+            } else {
+                None
+            }
+        };
+        let ptr = match slot {
+            Some(s) => worker.borrow().pool().buf_ptr(s),
+            None => overflow.as_mut_ptr(),
+        };
+        let buf = SlotBuf {
+            ptr,
+            cap: slot_len,
+            init: 0,
+        };
+        let (res, _) = socket.recv_from(buf).await;
+        let now = sys::monotonic_ns();
+        let mut w = worker.borrow_mut();
+        match res {
+            Ok((n, source)) => {
+                if n == 0 && source == wake_from && w.stopping() {
+                    if let Some(s) = slot {
+                        w.stash.push(s);
+                    }
+                    return;
+                }
+                let meta = RecvMeta {
+                    len: n.min(slot_len - 1),
+                    truncated: n >= slot_len,
+                    source: Some(source),
+                    kernel_drops: None,
+                    timestamp_ns: None,
+                };
+                match slot {
+                    Some(s) => {
+                        if !w.complete(s, &meta, now) {
+                            w.stash.push(s);
+                        }
+                    }
+                    None => w.overflowed(&meta),
+                }
+                w.publish();
+                if w.stopping() {
+                    // Whatever completes after the stop request ends this operation, so a
+                    // wake-up that the kernel could not queue never leaves it waiting.
+                    return;
+                }
+                completions += 1;
+                if completions.is_multiple_of(4096) {
+                    w.refresh_kernel_drops(fd);
+                }
+            }
+            Err(e) => {
+                if let Some(s) = slot {
+                    w.stash.push(s);
+                }
+                if w.stopping() {
+                    return;
+                }
+                tracing::warn!(error = %e, "io_uring recv_from failed");
+            }
+        }
+    }
+}
