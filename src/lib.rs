@@ -1,6 +1,13 @@
 //! # fsdr-net
 //!
-//! High-rate UDP streaming for FutureSDR flowgraphs. The receive engines, packet formats and
-//! statistics live in [`io`] (the `fsdr-net-io` crate, usable without FutureSDR).
+//! High-rate UDP streaming for FutureSDR flowgraphs: [`UdpSource`] and [`UdpSink`] on the
+//! receive and send engines of [`io`] (the `fsdr-net-io` crate, usable without FutureSDR).
 
 pub use fsdr_net_io as io;
+
+pub mod sample;
+mod udp_sink;
+mod udp_source;
+
+pub use udp_sink::{UdpSink, UdpSinkBuilder};
+pub use udp_source::{RxTime, TAG_EOB, TAG_MISSED, TAG_TIME, UdpSource, UdpSourceBuilder};

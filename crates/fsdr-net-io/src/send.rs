@@ -67,16 +67,24 @@ impl Pacer {
 
     /// Waits until `bytes` more may be sent.
     pub fn acquire(&mut self, bytes: usize) {
+        let wait = self.delay(bytes);
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+    }
+
+    /// Books `bytes` and returns how long the caller should wait before sending more (for
+    /// callers that must not block, such as an async task arming a timer).
+    pub fn delay(&mut self, bytes: usize) -> Duration {
         let now = Instant::now();
         // Never bank more than one burst of unused time.
         if self.due + self.burst < now {
             self.due = now - self.burst;
         }
         self.due += Duration::from_secs_f64(bytes as f64 / self.rate);
-        let ahead = self.due.saturating_duration_since(now);
-        if ahead > self.burst {
-            std::thread::sleep(ahead - self.burst);
-        }
+        self.due
+            .saturating_duration_since(now)
+            .saturating_sub(self.burst)
     }
 }
 
