@@ -32,6 +32,9 @@ struct Args {
     /// Receive backend.
     #[arg(long, default_value = "mio")]
     backend: Backend,
+    /// Sink path: mmsg (sendmmsg + GSO), uring, uring-zc (io_uring zero-copy).
+    #[arg(long, default_value = "mmsg")]
+    sink: String,
     /// Payload bytes per datagram.
     #[arg(long, default_value_t = 7968)]
     payload: usize,
@@ -56,6 +59,12 @@ fn main() -> Result<()> {
     if args.rate > 0.0 {
         sink = sink.sample_rate(args.rate);
     }
+    sink = match args.sink.as_str() {
+        "mmsg" => sink,
+        "uring" => sink.uring(false),
+        "uring-zc" => sink.uring(true),
+        other => anyhow::bail!("--sink {other:?}: expected mmsg, uring or uring-zc"),
+    };
     let sink = sink.build()?;
     let mut phase = 0.0f32;
     let step = 2.0 * std::f32::consts::PI * 0.01;

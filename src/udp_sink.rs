@@ -4,7 +4,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fsdr_net_io::Format;
-use fsdr_net_io::send::{Framer, Pacer, Sender, SenderConfig};
+use fsdr_net_io::send::{Framer, Pacer, SendStats, Sender, SenderConfig};
+use fsdr_net_io::send_uring::UringSender;
 use futuresdr::runtime::Timer;
 use futuresdr::runtime::dev::prelude::*;
 use num_complex::Complex32;
@@ -37,9 +38,25 @@ pub struct UdpSinkBuilder<T> {
     sample_rate: Option<f64>,
     timestamps: Option<(u64, f64)>,
     encoder: Encoder<T>,
+    uring: Option<bool>,
+}
+
+/// Where a sink's datagrams go out.
+enum Out {
+    /// `sendmmsg` (with UDP GSO where available) on the scheduler's thread.
+    Mmsg(Sender),
+    /// io_uring on a dedicated thread; `None` once closed.
+    Uring(Option<UringSender>, SendStats),
 }
 
 impl<T: PlainItem> UdpSinkBuilder<T> {
+    /// Send through io_uring (tokio-uring) on a dedicated thread instead of `sendmmsg`;
+    /// `zero_copy` uses `IORING_OP_SEND_ZC` (Linux ≥ 6.0).
+    pub fn uring(mut self, zero_copy: bool) -> Self {
+        self.uring = Some(zero_copy);
+        self
+    }
+
     /// Wire format (default raw).
     pub fn format(mut self, format: Format) -> Self {
         self.format = format;
@@ -97,7 +114,13 @@ impl<T: PlainItem> UdpSinkBuilder<T> {
         if self.bind.is_some() {
             cfg.bind = self.bind;
         }
-        let sender = Sender::new(&cfg)?;
+        let out = match self.uring {
+            Some(zero_copy) => Out::Uring(
+                Some(UringSender::new(&cfg, zero_copy)?),
+                SendStats::default(),
+            ),
+            None => Out::Mmsg(Sender::new(&cfg)?),
+        };
         let payload_items = (self.payload_bytes / self.encoder.wire_bytes).max(1);
         let mut framer = Framer::new(self.format);
         if let Some((start, tpi)) = self.timestamps {
@@ -118,7 +141,7 @@ impl<T: PlainItem> UdpSinkBuilder<T> {
             .map(|sps| Pacer::new(sps * self.encoder.wire_bytes as f64, datagram * self.batch));
         Ok(UdpSink {
             input,
-            sender,
+            out,
             framer,
             encoder: self.encoder,
             payload_items,
@@ -181,7 +204,7 @@ impl UdpSinkBuilder<Complex32> {
 pub struct UdpSink<T: PlainItem> {
     #[input]
     input: DefaultCpuReader<T>,
-    sender: Sender,
+    out: Out,
     framer: Framer,
     encoder: Encoder<T>,
     payload_items: usize,
@@ -208,6 +231,7 @@ impl<T: PlainItem> UdpSink<T> {
             gso: true,
             sample_rate: None,
             timestamps: None,
+            uring: None,
             encoder: Encoder {
                 wire_bytes: std::mem::size_of::<T>(),
                 encode: copy_plain::<T>,
@@ -221,8 +245,12 @@ impl<T: PlainItem> UdpSink<T> {
     }
 
     /// The sender's counters (datagrams, bytes, syscalls, errors).
-    pub fn send_stats(&self) -> fsdr_net_io::send::SendStats {
-        self.sender.stats()
+    pub fn send_stats(&self) -> SendStats {
+        match &self.out {
+            Out::Mmsg(s) => s.stats(),
+            Out::Uring(Some(u), _) => u.stats(),
+            Out::Uring(None, last) => *last,
+        }
     }
 }
 
@@ -263,11 +291,21 @@ impl<T: PlainItem> Kernel for UdpSink<T> {
         if last > 0 {
             n_dg = 1;
         }
+        let total = if last > 0 {
+            self.header + last * wb
+        } else {
+            n_dg * dg_len
+        };
+        let mut target = match &mut self.out {
+            Out::Uring(Some(u), _) => u.buffer(),
+            _ => std::mem::take(&mut self.staging),
+        };
+        target.resize(total.max(target.len()), 0);
         let mut bytes = 0;
         for k in 0..n_dg {
             let count = if last > 0 { last } else { per };
             let len = self.header + count * wb;
-            let dg = &mut self.staging[k * dg_len..k * dg_len + len];
+            let dg = &mut target[k * dg_len..k * dg_len + len];
             self.framer
                 .frame(dg)
                 .map_err(|e| anyhow::anyhow!("framing a datagram: {e}"))?;
@@ -276,7 +314,19 @@ impl<T: PlainItem> Kernel for UdpSink<T> {
         }
         let sent_items = if last > 0 { last } else { n_dg * per };
         let segment = if last > 0 { bytes } else { dg_len };
-        if let Err(e) = self.sender.send_segments(&self.staging[..bytes], segment) {
+        let sent = match &mut self.out {
+            Out::Mmsg(sender) => {
+                let r = sender.send_segments(&target[..bytes], segment);
+                self.staging = target;
+                r
+            }
+            Out::Uring(Some(u), _) => {
+                target.truncate(bytes);
+                u.submit(target, segment)
+            }
+            Out::Uring(None, _) => Err(std::io::Error::other("sink closed")),
+        };
+        if let Err(e) = sent {
             tracing::warn!(error = %e, "UdpSink: send failed; {} items lost", sent_items);
         }
         self.input.consume(sent_items);
@@ -292,6 +342,16 @@ impl<T: PlainItem> Kernel for UdpSink<T> {
             });
         } else {
             io.call_again = true;
+        }
+        Ok(())
+    }
+
+    async fn deinit(&mut self, _mo: &mut MessageOutputs, _meta: &mut BlockMeta) -> Result<()> {
+        // Everything queued for the io_uring thread goes out before the flowgraph ends.
+        if let Out::Uring(u, last) = &mut self.out
+            && let Some(u) = u.take()
+        {
+            *last = u.close();
         }
         Ok(())
     }

@@ -128,6 +128,37 @@ fn the_last_partial_datagram_is_sent_when_the_stream_ends() -> Result<()> {
 }
 
 #[test]
+fn sink_io_uring_paths_deliver_bit_exact() -> Result<()> {
+    for zero_copy in [false, true] {
+        let n = 40_000usize;
+        let data: Vec<i16> = (0..n).map(|i| (i * 3) as i16).collect();
+        let src = UdpSource::<i16>::builder("127.0.0.1:0")
+            .format(Format::Seq64)
+            .finish_after_idle(Duration::from_millis(500))
+            .build()?;
+        let sink = UdpSink::<i16>::builder(src.local_addr().to_string())
+            .format(Format::Seq64)
+            .payload_bytes(4000)
+            .uring(zero_copy)
+            .build()?;
+        let vsrc = VectorSource::<i16>::new(data.clone());
+        let vsnk = VectorSink::<i16>::new(n);
+        let mut fg = Flowgraph::new();
+        connect!(fg, vsrc > sink);
+        connect!(fg, src > vsnk);
+        let fg = run(fg, Sched::SmolMany);
+        let stats = fg.block(&src)?.stats();
+        let sent = fg.block(&sink)?.send_stats();
+        assert_eq!(sent.datagrams, 20, "zero_copy {zero_copy}: {sent:?}");
+        assert_eq!(stats.accounted(), 20, "{stats}");
+        if stats.delivered == 20 {
+            assert!(*fg.block(&vsnk)?.items() == data);
+        }
+    }
+    Ok(())
+}
+
+#[test]
 fn round_trip_under_flow_scheduler_and_one_worker() -> Result<()> {
     for &backend in Backend::ALL {
         round_trip(backend, Format::Chdr, Sched::Flow)?;
@@ -310,6 +341,34 @@ fn partial_items_carry_across_odd_datagram_sizes() -> Result<()> {
     });
     let fg = run(fg, Sched::SmolMany);
     assert_eq!(*fg.block(&snk).unwrap().items(), values);
+    Ok(())
+}
+
+#[test]
+fn stats_port_posts_the_counters_at_the_interval() -> Result<()> {
+    let src = UdpSource::<u8>::builder("127.0.0.1:0")
+        .stats_interval(Some(Duration::from_millis(100)))
+        .finish_after_idle(Duration::from_millis(600))
+        .build()?;
+    let to = src.local_addr();
+    let snk = VectorSink::<u8>::new(100);
+    let msgs = MessageSink::new();
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > snk);
+    let msgs = fg.add(msgs);
+    fg.message(src, "stats", msgs, "in")?;
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .send_to(&[1, 2, 3], to)
+            .unwrap();
+    });
+    let fg = run(fg, Sched::SmolMany);
+    // About 650 ms of running at 100 ms: several posts, not one per work() call.
+    let n = fg.block(&msgs)?.received();
+    assert!((3..=9).contains(&n), "{n} stats messages");
+    assert_eq!(*fg.block(&snk)?.items(), [1, 2, 3]);
     Ok(())
 }
 

@@ -42,6 +42,7 @@ pub mod engine;
 pub mod format;
 mod ring;
 pub mod send;
+pub mod send_uring;
 pub mod seq;
 pub mod socket;
 pub mod stats;
