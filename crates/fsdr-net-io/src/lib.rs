@@ -38,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+pub mod emulator;
 pub mod engine;
 pub mod format;
 mod ring;

@@ -1,0 +1,476 @@
+//! A USRP in UHD remote-streaming mode, in software: sc16 samples at a sample rate, in
+//! `raw_payload` (no header) or `full_packet` (CHDR with sequence numbers and timestamps)
+//! mode, or as VRT/DIFI or GNU Radio seq64 packets, paced against the wall clock, with fault
+//! injection (drops, reorders, duplicates, a restart) at exact, known places.
+//!
+//! ```
+//! use fsdr_net_io::emulator::{Emulator, EmulatorConfig, Signal};
+//! use fsdr_net_io::Format;
+//!
+//! let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+//! let mut cfg = EmulatorConfig::new(rx.local_addr().unwrap(), Format::Chdr);
+//! cfg.rate = 1e6;
+//! cfg.samples = Some(10_000);
+//! cfg.signal = Signal::Ramp;
+//! let report = Emulator::new(cfg).unwrap().run().unwrap();
+//! assert_eq!(report.samples_sent, 10_000);
+//! assert_eq!(report.packets_sent, 6); // 5 × 1996 samples and one of 20
+//! ```
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::format::Format;
+use crate::send::{Framer, Pacer, Sender, SenderConfig};
+
+/// Largest datagram a USRP sends on 10 GbE with a standard UHD configuration.
+pub const DATAGRAM_BYTES: usize = 8000;
+
+/// What the emulated radio receives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Signal {
+    /// A complex tone at `cycles_per_sample` of the sample rate, amplitude 0.5.
+    Tone {
+        /// Frequency as a fraction of the sample rate.
+        cycles_per_sample: f64,
+    },
+    /// Sample `n` carries I = `n` mod 2^16 and Q = (`n` >> 16) mod 2^16 (as i16), so a
+    /// receiver can check every sample ([`ramp_index`]).
+    Ramp,
+}
+
+/// The sample index a ramp sample encodes (the low 32 bits of `n`).
+pub fn ramp_index(i: i16, q: i16) -> u32 {
+    u32::from(i as u16) | (u32::from(q as u16) << 16)
+}
+
+/// Faults to inject, each every N-th packet (1-based), so that both ends can be compared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Do not send every N-th packet (its samples and sequence number are skipped).
+    pub drop_every: Option<u64>,
+    /// Send every N-th packet after its successor.
+    pub reorder_every: Option<u64>,
+    /// Send every N-th packet twice.
+    pub duplicate_every: Option<u64>,
+    /// After N packets, start the sequence numbers over (as when a device re-arms).
+    pub restart_after: Option<u64>,
+}
+
+/// How to emulate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmulatorConfig {
+    /// Where to stream (UHD's `dest_addr`/`dest_port`).
+    pub dest: SocketAddr,
+    /// Packet format: [`Format::Raw`] is `raw_payload`, [`Format::Chdr`] is `full_packet`.
+    pub format: Format,
+    /// Samples per second.
+    pub rate: f64,
+    /// Samples per packet; `None`: the most that fit [`DATAGRAM_BYTES`].
+    pub spp: Option<usize>,
+    /// Device tick rate for timestamps.
+    pub tick_rate: f64,
+    /// Timestamp of the first sample, in ticks.
+    pub start_ticks: u64,
+    /// Stop after this many samples.
+    pub samples: Option<u64>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// The signal.
+    pub signal: Signal,
+    /// Fault injection.
+    pub faults: Faults,
+    /// Send unpaced (as fast as possible) instead of at `rate`.
+    pub unpaced: bool,
+}
+
+impl EmulatorConfig {
+    /// 200 Msps, tick rate 200 MHz, largest packets, a tone, until stopped.
+    pub fn new(dest: SocketAddr, format: Format) -> Self {
+        Self {
+            dest,
+            format,
+            rate: 200e6,
+            spp: None,
+            tick_rate: 200e6,
+            start_ticks: 0,
+            samples: None,
+            duration: None,
+            signal: Signal::Tone {
+                cycles_per_sample: 0.01,
+            },
+            faults: Faults::default(),
+            unpaced: false,
+        }
+    }
+
+    /// Header bytes per packet.
+    pub fn header_len(&self) -> usize {
+        self.format.header_len(self.timestamps())
+    }
+
+    /// Whether packets carry timestamps (CHDR and VRT).
+    pub fn timestamps(&self) -> bool {
+        matches!(self.format, Format::Chdr | Format::Vrt)
+    }
+
+    /// Samples per packet in force.
+    pub fn samples_per_packet(&self) -> usize {
+        self.spp
+            .unwrap_or((DATAGRAM_BYTES - self.header_len()) / 4)
+            .max(1)
+    }
+}
+
+/// What the emulator did; [`EmulatorReport::to_json`] prints it as one line of JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EmulatorReport {
+    /// Distinct packets sent (duplicates not counted again).
+    pub packets_sent: u64,
+    /// Samples in those packets.
+    pub samples_sent: u64,
+    /// Packets not sent (`drop_every`).
+    pub dropped: u64,
+    /// Samples in the dropped packets.
+    pub dropped_samples: u64,
+    /// Packets sent after their successor.
+    pub reordered: u64,
+    /// Packets sent twice.
+    pub duplicated: u64,
+    /// Sequence restarts.
+    pub restarts: u64,
+    /// Datagrams that failed to send.
+    pub send_errors: u64,
+    /// Wall time.
+    pub seconds: f64,
+    /// Achieved rate in samples per second (sent and dropped samples over wall time).
+    pub rate: f64,
+    /// Samples per packet.
+    pub spp: usize,
+}
+
+impl EmulatorReport {
+    /// One line of JSON.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"packets_sent\":{},\"samples_sent\":{},\"dropped\":{},\"dropped_samples\":{},\
+             \"reordered\":{},\"duplicated\":{},\"restarts\":{},\"send_errors\":{},\
+             \"seconds\":{:.6},\"rate\":{:.1},\"spp\":{}}}",
+            self.packets_sent,
+            self.samples_sent,
+            self.dropped,
+            self.dropped_samples,
+            self.reordered,
+            self.duplicated,
+            self.restarts,
+            self.send_errors,
+            self.seconds,
+            self.rate,
+            self.spp
+        )
+    }
+}
+
+/// The emulator: owns its socket; [`Emulator::run`] streams until done or stopped.
+pub struct Emulator {
+    cfg: EmulatorConfig,
+    sender: Sender,
+    stop: Arc<AtomicBool>,
+    tone: Vec<[u8; 4]>,
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator").field("cfg", &self.cfg).finish()
+    }
+}
+
+fn sc16(i: i16, q: i16) -> [u8; 4] {
+    let (a, b) = (i.to_le_bytes(), q.to_le_bytes());
+    [a[0], a[1], b[0], b[1]]
+}
+
+impl Emulator {
+    /// Opens the socket.
+    pub fn new(cfg: EmulatorConfig) -> io::Result<Self> {
+        if !(cfg.rate > 0.0 && cfg.tick_rate > 0.0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "rate and tick rate must be positive",
+            ));
+        }
+        let sender = Sender::new(&SenderConfig::new(cfg.dest))?;
+        let tone = match cfg.signal {
+            Signal::Tone { cycles_per_sample } => {
+                // One period (at most 4096 samples; the tone is approximate beyond that).
+                let period = (1.0 / cycles_per_sample.abs().max(1e-6)).round().clamp(1.0, 4096.0);
+                (0..period as usize)
+                    .map(|n| {
+                        let ph = 2.0 * std::f64::consts::PI * n as f64 / period;
+                        sc16(
+                            (0.5 * ph.cos() * 32767.0).round() as i16,
+                            (0.5 * ph.sin() * 32767.0).round() as i16,
+                        )
+                    })
+                    .collect()
+            }
+            Signal::Ramp => Vec::new(),
+        };
+        Ok(Self {
+            cfg,
+            sender,
+            stop: Arc::new(AtomicBool::new(false)),
+            tone,
+        })
+    }
+
+    /// A flag that stops [`Emulator::run`] from another thread.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// The sending socket's address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sender.local_addr()
+    }
+
+    fn fill(&self, first_sample: u64, payload: &mut [u8]) {
+        for (k, s) in payload.chunks_exact_mut(4).enumerate() {
+            let n = first_sample + k as u64;
+            s.copy_from_slice(&match self.cfg.signal {
+                Signal::Ramp => sc16(n as u16 as i16, (n >> 16) as u16 as i16),
+                Signal::Tone { .. } => self.tone[(n % self.tone.len() as u64) as usize],
+            });
+        }
+    }
+
+    /// Streams on the calling thread until the sample count or duration is reached or the
+    /// stop flag is set.
+    pub fn run(mut self) -> io::Result<EmulatorReport> {
+        let cfg = self.cfg.clone();
+        let spp = cfg.samples_per_packet();
+        let header = cfg.header_len();
+        let ticks_per_sample = cfg.tick_rate / cfg.rate;
+        let mut framer = Framer::new(cfg.format);
+        let first_seq = cfg.format.first_seq();
+        let full = header + 4 * spp;
+        const BATCH: usize = 32;
+        // Room for a batch plus duplicates and a held-back reordered packet.
+        let mut buf = vec![0u8; full * (2 * BATCH + 2)];
+        let mut pacer = (!cfg.unpaced).then(|| {
+            let bytes_per_s = cfg.rate / spp as f64 * full as f64;
+            Pacer::new(bytes_per_s, full * BATCH)
+        });
+        let mut r = EmulatorReport {
+            spp,
+            ..Default::default()
+        };
+        let f = cfg.faults;
+        let every = |n: Option<u64>, k: u64| n.is_some_and(|n| n > 0 && k.is_multiple_of(n));
+        let start = Instant::now();
+        let mut packet = 0u64; // packets the device produced (sent or dropped)
+        let mut sample = 0u64;
+        let mut seq = first_seq;
+        let mut held: Option<Vec<u8>> = None;
+        let mut sizes: Vec<usize> = Vec::with_capacity(2 * BATCH + 2);
+        'stream: loop {
+            let mut used = 0usize;
+            sizes.clear();
+            for _ in 0..BATCH {
+                if self.stop.load(Ordering::Relaxed)
+                    || cfg.samples.is_some_and(|n| sample >= n)
+                    || cfg.duration.is_some_and(|d| start.elapsed() >= d)
+                {
+                    break;
+                }
+                let n = cfg
+                    .samples
+                    .map_or(spp as u64, |total| (total - sample).min(spp as u64))
+                    as usize;
+                let len = header + 4 * n;
+                packet += 1;
+                if f.restart_after.is_some_and(|a| packet == a + 1) {
+                    seq = first_seq;
+                    r.restarts += 1;
+                }
+                framer.set_seq(seq);
+                seq = seq.wrapping_add(1);
+                let ticks = cfg.start_ticks + (sample as f64 * ticks_per_sample).round() as u64;
+                let mut f2 = framer.clone();
+                if cfg.timestamps() {
+                    f2 = Framer::new(cfg.format).timestamps(ticks, 0);
+                    f2.set_seq(framer.seq());
+                }
+                if every(f.drop_every, packet) {
+                    r.dropped += 1;
+                    r.dropped_samples += n as u64;
+                    sample += n as u64;
+                    continue;
+                }
+                let dg = &mut buf[used..used + len];
+                f2.frame(dg)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                self.fill(sample, &mut dg[header..]);
+                sample += n as u64;
+                r.packets_sent += 1;
+                r.samples_sent += n as u64;
+                if every(f.reorder_every, packet) && held.is_none() {
+                    held = Some(buf[used..used + len].to_vec());
+                    r.reordered += 1;
+                    continue;
+                }
+                sizes.push(len);
+                used += len;
+                if every(f.duplicate_every, packet) {
+                    buf.copy_within(used - len..used, used);
+                    sizes.push(len);
+                    used += len;
+                    r.duplicated += 1;
+                }
+                if let Some(h) = held.take() {
+                    buf[used..used + h.len()].copy_from_slice(&h);
+                    sizes.push(h.len());
+                    used += h.len();
+                }
+            }
+            if used == 0 {
+                if let Some(h) = held.take() {
+                    // The stream ended right after a held packet: it goes last.
+                    self.sender.send_datagrams(&[&h])?;
+                }
+                break 'stream;
+            }
+            if let Some(p) = pacer.as_mut() {
+                p.acquire(used);
+            }
+            let all_full = sizes.iter().all(|&s| s == full);
+            let result = if all_full {
+                self.sender.send_segments(&buf[..used], full)
+            } else {
+                let mut parts = Vec::with_capacity(sizes.len());
+                let mut at = 0;
+                for &s in &sizes {
+                    parts.push(&buf[at..at + s]);
+                    at += s;
+                }
+                self.sender.send_datagrams(&parts)
+            };
+            if let Err(e) = result {
+                r.send_errors += sizes.len() as u64;
+                tracing::debug!(error = %e, "emulator send failed");
+            }
+        }
+        r.seconds = start.elapsed().as_secs_f64();
+        r.rate = (r.samples_sent + r.dropped_samples) as f64 / r.seconds.max(1e-9);
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seq::{SeqConfig, SeqEvent, SeqTracker};
+
+    fn capture(cfg: EmulatorConfig) -> (EmulatorReport, Vec<Vec<u8>>) {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut cfg = cfg;
+        cfg.dest = rx.local_addr().unwrap();
+        let report = Emulator::new(cfg).unwrap().run().unwrap();
+        let mut got = Vec::new();
+        let mut b = vec![0u8; 9000];
+        while let Ok(n) = rx.recv(&mut b) {
+            got.push(b[..n].to_vec());
+        }
+        (report, got)
+    }
+
+    fn base(format: Format) -> EmulatorConfig {
+        let mut c = EmulatorConfig::new("127.0.0.1:9".parse().unwrap(), format);
+        c.rate = 10e6;
+        c.spp = Some(100);
+        c.samples = Some(100 * 50);
+        c.signal = Signal::Ramp;
+        c.tick_rate = 20e6;
+        c.start_ticks = 1000;
+        c
+    }
+
+    #[test]
+    fn chdr_sequence_and_timestamps_as_a_device_sends_them() {
+        let (r, got) = capture(base(Format::Chdr));
+        assert_eq!((r.packets_sent, r.samples_sent), (50, 5000));
+        assert_eq!(got.len(), 50);
+        for (k, dg) in got.iter().enumerate() {
+            let info = Format::Chdr.parse(dg).unwrap();
+            assert_eq!(info.seq, Some(k as u64));
+            // Two ticks per sample: 100 samples = 200 ticks per packet.
+            assert_eq!(info.timestamp.unwrap().ticks(20e6), Some(1000 + 200 * k as u64));
+            let p = &dg[info.payload()];
+            let i = i16::from_le_bytes([p[0], p[1]]);
+            let q = i16::from_le_bytes([p[2], p[3]]);
+            assert_eq!(ramp_index(i, q), 100 * k as u32);
+        }
+    }
+
+    #[test]
+    fn faults_happen_exactly_where_asked() {
+        let mut c = base(Format::Seq64);
+        // 51 packets: the last dropped one (50) has a successor, so it can be seen missing.
+        c.samples = Some(100 * 51);
+        c.faults = Faults {
+            drop_every: Some(10),
+            reorder_every: Some(7),
+            duplicate_every: Some(9),
+            restart_after: None,
+        };
+        let (r, got) = capture(c);
+        assert_eq!(r.dropped, 5); // packets 10, 20, 30, 40, 50
+        assert_eq!(r.packets_sent, 46);
+        assert_eq!(r.duplicated, 5); // 9, 18, 27, 36, 45
+        assert_eq!(got.len() as u64, r.packets_sent + r.duplicated);
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        let (mut missed, mut dup, mut late) = (0, 0, 0);
+        for dg in &got {
+            match t.observe(Format::Seq64.parse(dg).unwrap().seq.unwrap()) {
+                SeqEvent::Gap { missed: m } => missed += m,
+                SeqEvent::Duplicate => dup += 1,
+                SeqEvent::Late => late += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(dup, 5);
+        assert!(late > 0 && late <= r.reordered);
+        assert_eq!(missed - late, r.dropped);
+    }
+
+    #[test]
+    fn restart_starts_the_sequence_over_once() {
+        let mut c = base(Format::Chdr);
+        c.faults.restart_after = Some(20);
+        let (r, got) = capture(c);
+        assert_eq!(r.restarts, 1);
+        let seqs: Vec<u64> = got
+            .iter()
+            .map(|d| Format::Chdr.parse(d).unwrap().seq.unwrap())
+            .collect();
+        let expected: Vec<u64> = (0..20).chain(0..30).collect();
+        assert_eq!(seqs, expected);
+    }
+
+    #[test]
+    fn raw_payload_has_no_header_and_largest_packets_fit_8000_bytes() {
+        let mut c = base(Format::Raw);
+        c.spp = None;
+        c.samples = Some(4000);
+        let (r, got) = capture(c);
+        assert_eq!(r.spp, 2000);
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|d| d.len() == 8000));
+        let c = EmulatorConfig::new("127.0.0.1:9".parse().unwrap(), Format::Chdr);
+        assert_eq!(c.samples_per_packet(), 1996);
+    }
+}
