@@ -5,9 +5,11 @@
 
 pub use fsdr_net_io as io;
 
+mod ramp_check;
 pub mod sample;
 mod udp_sink;
 mod udp_source;
 
+pub use ramp_check::{RampCheck, RampSample};
 pub use udp_sink::{UdpSink, UdpSinkBuilder};
 pub use udp_source::{RxTime, TAG_EOB, TAG_MISSED, TAG_TIME, UdpSource, UdpSourceBuilder};

@@ -197,6 +197,7 @@ impl<T: PlainItem> UdpSourceBuilder<T> {
                 work_calls: 0,
                 items_out: 0,
                 zeros_inserted: 0,
+                missed_items: 0,
                 last_data: None,
             },
         })
@@ -294,6 +295,8 @@ struct SourceState<T> {
     work_calls: u64,
     items_out: u64,
     zeros_inserted: u64,
+    /// Items lost at gaps (frames × the payload of the datagram after the gap).
+    missed_items: u64,
     /// When the last datagram was taken (None before the first).
     last_data: Option<Instant>,
 }
@@ -346,6 +349,12 @@ impl<T: PlainItem> UdpSource<T> {
         self.st.zeros_inserted
     }
 
+    /// Items lost at gaps, whether or not they were zero-filled (missed frames times the
+    /// payload of the datagram after each gap).
+    pub fn missed_items(&self) -> u64 {
+        self.st.missed_items
+    }
+
     fn stats_pmt(&self) -> Pmt {
         let s = self.stats();
         let fields = [
@@ -367,6 +376,7 @@ impl<T: PlainItem> UdpSource<T> {
             ("rearms", s.rearms),
             ("items", self.st.items_out),
             ("zeros_inserted", self.st.zeros_inserted),
+            ("missed_items", self.st.missed_items),
         ];
         Pmt::MapStrPmt(
             fields
@@ -435,6 +445,7 @@ impl<T: PlainItem> UdpSource<T> {
                 if missed > 0 {
                     st.carry.clear();
                     let items = missed as usize * payload.len() / wb;
+                    st.missed_items += items as u64;
                     tags.add_tag(at, Tag::NamedUsize(TAG_MISSED.into(), missed as usize));
                     let mut m = HashMap::new();
                     m.insert("frames".to_string(), Pmt::U64(missed));

@@ -206,7 +206,9 @@ impl Emulator {
         let tone = match cfg.signal {
             Signal::Tone { cycles_per_sample } => {
                 // One period (at most 4096 samples; the tone is approximate beyond that).
-                let period = (1.0 / cycles_per_sample.abs().max(1e-6)).round().clamp(1.0, 4096.0);
+                let period = (1.0 / cycles_per_sample.abs().max(1e-6))
+                    .round()
+                    .clamp(1.0, 4096.0);
                 (0..period as usize)
                     .map(|n| {
                         let ph = 2.0 * std::f64::consts::PI * n as f64 / period;
@@ -262,7 +264,7 @@ impl Emulator {
         let mut buf = vec![0u8; full * (2 * BATCH + 2)];
         let mut pacer = (!cfg.unpaced).then(|| {
             let bytes_per_s = cfg.rate / spp as f64 * full as f64;
-            Pacer::new(bytes_per_s, full * BATCH)
+            Pacer::new(bytes_per_s, full * 4)
         });
         let mut r = EmulatorReport {
             spp,
@@ -376,7 +378,8 @@ mod tests {
 
     fn capture(cfg: EmulatorConfig) -> (EmulatorReport, Vec<Vec<u8>>) {
         let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
         let mut cfg = cfg;
         cfg.dest = rx.local_addr().unwrap();
         let report = Emulator::new(cfg).unwrap().run().unwrap();
@@ -408,7 +411,10 @@ mod tests {
             let info = Format::Chdr.parse(dg).unwrap();
             assert_eq!(info.seq, Some(k as u64));
             // Two ticks per sample: 100 samples = 200 ticks per packet.
-            assert_eq!(info.timestamp.unwrap().ticks(20e6), Some(1000 + 200 * k as u64));
+            assert_eq!(
+                info.timestamp.unwrap().ticks(20e6),
+                Some(1000 + 200 * k as u64)
+            );
             let p = &dg[info.payload()];
             let i = i16::from_le_bytes([p[0], p[1]]);
             let q = i16::from_le_bytes([p[2], p[3]]);

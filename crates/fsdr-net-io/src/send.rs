@@ -214,8 +214,14 @@ impl Sender {
         self.stats
     }
 
-    /// Sends messages `0..n` of the batch, retrying partial sends; counts datagrams.
-    fn flush(&mut self, n: usize, datagrams: &[u64], bytes: &[u64]) -> io::Result<()> {
+    /// Sends messages `0..n` of the batch, retrying partial sends; counts datagrams. On error
+    /// returns how many messages had gone out before it.
+    fn flush(
+        &mut self,
+        n: usize,
+        datagrams: &[u64],
+        bytes: &[u64],
+    ) -> Result<(), (usize, io::Error)> {
         let fd = self.socket.as_raw_fd();
         let mut done = 0;
         let mut refused_retry = true;
@@ -237,7 +243,7 @@ impl Sender {
                 }
                 Err(e) => {
                     self.stats.errors += 1;
-                    return Err(e);
+                    return Err((done, e));
                 }
             }
         }
@@ -245,7 +251,9 @@ impl Sender {
     }
 
     /// Sends `buf` as consecutive datagrams of `segment` bytes (the last may be shorter),
-    /// with GSO when available, else one message per datagram, in `sendmmsg` batches.
+    /// with GSO when available, else one message per datagram, in `sendmmsg` batches. When the
+    /// kernel refuses GSO for this path (a segment larger than the MTU, a device without
+    /// segmentation), it falls back to plain datagrams for good, resending nothing twice.
     pub fn send_segments(&mut self, buf: &[u8], segment: usize) -> io::Result<()> {
         if segment == 0 {
             return Err(io::Error::new(
@@ -253,38 +261,44 @@ impl Sender {
                 "segment of 0 bytes",
             ));
         }
-        let per_msg = if self.gso && segment <= GSO_MAX_BYTES {
-            (GSO_MAX_BYTES / segment).clamp(1, GSO_MAX_SEGMENTS)
-        } else {
-            1
-        };
-        let chunk = per_msg * segment;
-        let cap = self.batch.capacity();
+        let cap = self.batch.capacity().min(1024);
         let mut counts = [0u64; 1024];
         let mut bytes = [0u64; 1024];
-        let mut rest = buf;
-        while !rest.is_empty() {
+        let mut at = 0;
+        while at < buf.len() {
+            let per_msg = if self.gso && segment <= GSO_MAX_BYTES {
+                (GSO_MAX_BYTES / segment).clamp(1, GSO_MAX_SEGMENTS)
+            } else {
+                1
+            };
+            let chunk = per_msg * segment;
             let mut n = 0;
-            while n < cap.min(1024) && !rest.is_empty() {
-                let take = chunk.min(rest.len());
-                let (msg, tail) = rest.split_at(take);
+            let mut end = at;
+            while n < cap && end < buf.len() {
+                let take = chunk.min(buf.len() - end);
                 let dgs = take.div_ceil(segment);
                 let seg = (dgs > 1).then_some(segment as u16);
-                self.batch.set(n, msg, seg);
+                self.batch.set(n, &buf[end..end + take], seg);
                 counts[n] = dgs as u64;
                 bytes[n] = take as u64;
-                rest = tail;
+                end += take;
                 n += 1;
             }
             match self.flush(n, &counts, &bytes) {
-                Err(e)
-                    if self.gso && matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL)) =>
+                Ok(()) => at = end,
+                Err((sent, e))
+                    if self.gso
+                        && per_msg > 1
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(libc::EIO | libc::EINVAL | libc::EMSGSIZE)
+                        ) =>
                 {
-                    tracing::warn!(error = %e, "UDP GSO refused; sending without it");
+                    tracing::warn!(error = %e, segment, "UDP GSO refused on this path; sending without it");
                     self.gso = false;
-                    return self.send_segments(buf, segment);
+                    at += bytes[..sent].iter().sum::<u64>() as usize;
                 }
-                r => r?,
+                Err((_, e)) => return Err(e),
             }
         }
         Ok(())
@@ -300,7 +314,7 @@ impl Sender {
                 self.batch.set(i, d, None);
                 bytes[i] = d.len() as u64;
             }
-            self.flush(group.len(), &ones, &bytes)?;
+            self.flush(group.len(), &ones, &bytes).map_err(|(_, e)| e)?;
         }
         Ok(())
     }

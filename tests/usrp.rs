@@ -1,0 +1,282 @@
+//! `usrp_sim` → `usrp_rx --listen` across two processes, for every format, with faults.
+//! Builds the two examples once (release would be faster, but CI builds tests in debug).
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+fn example(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--quiet",
+                "--example",
+                "usrp_sim",
+                "--example",
+                "usrp_rx",
+            ])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the examples");
+    });
+    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    p.push("target/debug/examples");
+    p.push(name);
+    p
+}
+
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs the receiver and then the emulator; returns (receiver JSON, emulator JSON).
+fn pair(rx_args: &[&str], sim_args: &[&str]) -> (Value, Value) {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let rx = Command::new(example("usrp_rx"))
+        .args([
+            "--listen",
+            &listen,
+            "--json",
+            "--check-ramp",
+            "--duration",
+            "60",
+            "--idle-timeout",
+            "1",
+        ])
+        .args(rx_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("usrp_rx starts");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sim = Command::new(example("usrp_sim"))
+        .args(["--dest", &listen, "--rate", "20e6", "--signal", "ramp"])
+        .args(sim_args)
+        .output()
+        .expect("usrp_sim runs");
+    assert!(
+        sim.status.success(),
+        "usrp_sim: {}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    let rx = rx.wait_with_output().expect("usrp_rx ends");
+    assert!(rx.status.success(), "usrp_rx failed");
+    let parse = |b: &[u8]| -> Value {
+        let text = String::from_utf8_lossy(b);
+        serde_json::from_str(text.lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    (parse(&rx.stdout), parse(&sim.stdout))
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
+}
+
+#[test]
+fn every_format_across_two_processes() {
+    for (mode, format) in [
+        ("full_packet", None),
+        ("raw_payload", None),
+        ("full_packet", Some("vrt")),
+        ("full_packet", Some("seq64")),
+    ] {
+        let mut args = vec!["--mode", mode];
+        if let Some(f) = format {
+            args.extend(["--format", f]);
+        }
+        let (rx, sim) = pair(&args, &[&args[..], &["--samples", "2e6"]].concat());
+        let ctx = format!("{mode} {format:?}: rx {rx} sim {sim}");
+        let lost = u(&rx, "kernel_drops") + u(&rx, "overflows");
+        if lost == 0 {
+            assert_eq!(u(&rx, "received"), u(&sim, "samples_sent"), "{ctx}");
+            assert_eq!(u(&rx, "discontinuities"), 0, "{ctx}");
+        }
+        assert_eq!(u(&rx, "datagrams") + lost, u(&sim, "packets_sent"), "{ctx}");
+    }
+}
+
+#[test]
+fn dropped_packets_are_missed_exactly() {
+    let (rx, sim) = pair(&[], &["--samples", "4e6", "--drop-every", "1000"]);
+    assert_eq!(u(&sim, "dropped"), 2);
+    assert_eq!(u(&rx, "kernel_drops") + u(&rx, "overflows"), 0, "{rx}");
+    assert_eq!(u(&rx, "missed"), u(&sim, "dropped"), "{rx} {sim}");
+    assert_eq!(
+        u(&rx, "missed_samples"),
+        u(&sim, "dropped_samples"),
+        "{rx} {sim}"
+    );
+}
+
+#[test]
+fn reorders_and_duplicates_are_counted_and_the_ramp_stays_continuous() {
+    let (rx, sim) = pair(
+        &["--zero-fill", "false"],
+        &[
+            "--samples",
+            "4e6",
+            "--reorder-every",
+            "100",
+            "--duplicate-every",
+            "150",
+        ],
+    );
+    assert_eq!(u(&rx, "kernel_drops") + u(&rx, "overflows"), 0, "{rx}");
+    assert_eq!(u(&rx, "reordered"), u(&sim, "reordered"), "{rx} {sim}");
+    assert_eq!(u(&rx, "duplicates"), u(&sim, "duplicated"), "{rx} {sim}");
+    assert_eq!(u(&rx, "missed"), 0, "{rx}");
+    assert_eq!(u(&rx, "discontinuities"), 0, "{rx}");
+    assert_eq!(u(&rx, "received"), u(&sim, "samples_sent"));
+}
+
+#[test]
+fn a_restart_is_one_resync() {
+    let (rx, sim) = pair(
+        &["--zero-fill", "false"],
+        &["--samples", "2e6", "--restart-after", "300"],
+    );
+    assert_eq!(u(&sim, "restarts"), 1);
+    assert_eq!(u(&rx, "resyncs"), 1, "{rx}");
+    assert_eq!(u(&rx, "missed"), 0, "{rx}");
+}
+
+/// A network namespace with a veth pair to the host, removed on drop.
+struct Netns {
+    name: String,
+    host_if: String,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Netns {
+    /// Host side 10.213.0.1/30, namespace side 10.213.0.2/30: this test's own two hosts.
+    fn create() -> Result<Netns, String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("not root: cannot create network namespaces".into());
+        }
+        let id = std::process::id();
+        let ns = Netns {
+            name: format!("fsdrnet{id}"),
+            host_if: format!("fsv{id}a"),
+        };
+        let peer = format!("fsv{id}b");
+        ip(&["netns", "add", &ns.name])?;
+        ip(&[
+            "link",
+            "add",
+            &ns.host_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &peer,
+        ])?;
+        ip(&["link", "set", &peer, "netns", &ns.name])?;
+        ip(&["addr", "add", "10.213.0.1/30", "dev", &ns.host_if])?;
+        // Jumbo frames, as a 10 GbE USRP link is set up.
+        ip(&["link", "set", &ns.host_if, "mtu", "9000"])?;
+        ip(&["link", "set", &ns.host_if, "up"])?;
+        let inside = |a: &[&str]| {
+            let mut v = vec!["netns", "exec", &ns.name, "ip"];
+            v.extend_from_slice(a);
+            ip(&v)
+        };
+        inside(&["addr", "add", "10.213.0.2/30", "dev", &peer])?;
+        inside(&["link", "set", &peer, "mtu", "9000"])?;
+        inside(&["link", "set", &peer, "up"])?;
+        inside(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = ip(&["link", "del", &self.host_if]);
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+#[test]
+fn streams_through_a_veth_pair_into_a_network_namespace() {
+    let ns = match Netns::create() {
+        Ok(ns) => ns,
+        Err(reason) => {
+            println!("SKIP veth test: {reason}");
+            return;
+        }
+    };
+    let port = free_port();
+    let listen = format!("10.213.0.1:{port}");
+    let rx = Command::new(example("usrp_rx"))
+        .args([
+            "--listen",
+            &listen,
+            "--json",
+            "--check-ramp",
+            "--duration",
+            "60",
+        ])
+        .args(["--idle-timeout", "1", "--zero-fill", "false"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("usrp_rx starts");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sim = Command::new("ip")
+        .args(["netns", "exec", &ns.name])
+        .arg(example("usrp_sim"))
+        .args([
+            "--dest",
+            &listen,
+            "--rate",
+            "20e6",
+            "--signal",
+            "ramp",
+            "--samples",
+            "4e6",
+        ])
+        .args(["--drop-every", "500"])
+        .output()
+        .expect("usrp_sim runs in the namespace");
+    assert!(
+        sim.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    let rx = rx.wait_with_output().unwrap();
+    assert!(rx.status.success());
+    let rxj: Value = serde_json::from_slice(rx.stdout.trim_ascii()).unwrap();
+    let simj: Value = serde_json::from_slice(sim.stdout.trim_ascii()).unwrap();
+    println!("veth: rx {rxj}\nsim {simj}");
+    assert_eq!(u(&rxj, "kernel_drops") + u(&rxj, "overflows"), 0, "{rxj}");
+    assert_eq!(u(&rxj, "missed"), u(&simj, "dropped"));
+    assert_eq!(u(&rxj, "missed_samples"), u(&simj, "dropped_samples"));
+    assert_eq!(u(&rxj, "received"), u(&simj, "samples_sent"));
+    // Each drop is one jump in the ramp (zero-fill off).
+    assert_eq!(u(&rxj, "discontinuities"), u(&simj, "dropped"));
+}
