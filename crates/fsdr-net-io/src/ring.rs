@@ -60,6 +60,15 @@ impl IndexRing {
         true
     }
 
+    /// Consumer side: the next entry without taking it.
+    pub(crate) fn peek(&self) -> Option<u32> {
+        let h = self.head.load(Ordering::Relaxed);
+        if h == self.tail.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.buf[h & self.mask].load(Ordering::Relaxed))
+    }
+
     /// Consumer side.
     pub(crate) fn pop(&self) -> Option<u32> {
         let h = self.head.load(Ordering::Relaxed);

@@ -196,7 +196,12 @@ impl SeqTracker {
     /// Records `seq` and says what it means.
     pub fn observe(&mut self, seq: u64) -> SeqEvent {
         let seq = seq & self.mask;
-        match self.offset(seq) {
+        let offset = self.offset(seq);
+        if offset != SeqOffset::FarBehind {
+            // A restart run must arrive back to back: anything else in between ends it.
+            self.far_run = None;
+        }
+        match offset {
             SeqOffset::First => {
                 self.start_at(seq);
                 SeqEvent::First
@@ -220,7 +225,6 @@ impl SeqTracker {
                 }
             }
             SeqOffset::Expected => {
-                self.far_run = None;
                 self.bit(self.position, false);
                 self.position += 1;
                 self.next = Some(seq.wrapping_add(1) & self.mask);
@@ -558,6 +562,21 @@ mod tests {
         let delivered: Vec<u64> = out.iter().filter(|d| d.deliver).map(|d| d.item).collect();
         assert!(delivered.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(delivered.len(), 3_001);
+    }
+
+    #[test]
+    fn stale_runs_interleaved_with_the_stream_are_not_a_restart() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        for s in 1..=5_000u64 {
+            t.observe(s);
+        }
+        // A stale backlog 2..=9 drained alternately with the live stream 5001..
+        let mut events = Vec::new();
+        for k in 0..8u64 {
+            events.push(t.observe(2 + k));
+            events.push(t.observe(5_001 + k));
+        }
+        assert!(!events.contains(&SeqEvent::Resync), "{events:?}");
     }
 
     #[test]

@@ -133,10 +133,8 @@ fn reuseport_cbpf_spreads_one_flow_and_order_is_restored() {
         "one flow spread over more than one thread: {stats}"
     );
     let seqs = by_source.values().next().unwrap();
-    assert!(
-        seqs.windows(2).all(|w| w[0] < w[1]),
-        "delivered in stream order"
-    );
+    let bad: Vec<_> = seqs.windows(2).filter(|w| w[0] >= w[1]).take(5).collect();
+    assert!(bad.is_empty(), "delivered in stream order: {bad:?} {stats}");
     if stats.accounted() == stats.delivered {
         assert_eq!(*seqs, (1..=n).collect::<Vec<_>>());
     }

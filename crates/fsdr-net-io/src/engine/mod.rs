@@ -384,7 +384,6 @@ pub struct Engine {
     seq: Option<SeqConfig>,
     reorder_window: usize,
     reorder_timeout: Duration,
-    next_thread: usize,
     streams: Vec<StreamState>,
     uses: u64,
     released: VecDeque<Released<SlotRef>>,
@@ -460,7 +459,6 @@ impl Engine {
             seq: cfg.seq_config(),
             reorder_window: cfg.reorder_window,
             reorder_timeout: cfg.reorder_timeout,
-            next_thread: 0,
             streams: Vec::new(),
             uses: 0,
             released: VecDeque::new(),
@@ -564,20 +562,30 @@ impl Engine {
         debug_assert!(pushed, "free ring sized for every slot");
     }
 
-    /// Pops one slot from the receive threads, round-robin.
+    /// Pops one slot from the receive threads. With several threads, the one whose oldest
+    /// datagram arrived first: the streams they share then come out close to kernel arrival
+    /// order, and a thread that fell behind drains its backlog before newer datagrams.
     fn pull(&mut self) -> Option<SlotRef> {
-        let n = self.shared.pools.len();
-        for k in 0..n {
-            let t = (self.next_thread + k) % n;
-            if let Some(slot) = self.shared.pools[t].ready.pop() {
-                self.next_thread = (t + 1) % n;
-                return Some(SlotRef {
-                    thread: t as u16,
-                    slot,
-                });
+        let pools = &self.shared.pools;
+        if pools.len() == 1 {
+            return pools[0].ready.pop().map(|slot| SlotRef { thread: 0, slot });
+        }
+        let mut best: Option<(u64, usize)> = None;
+        for (t, pool) in pools.iter().enumerate() {
+            if let Some(slot) = pool.ready.peek() {
+                // SAFETY: a published slot belongs to the consumer until it is freed.
+                let ns = unsafe { pool.meta(slot) }.arrival.ns;
+                if best.is_none_or(|(b, _)| ns < b) {
+                    best = Some((ns, t));
+                }
             }
         }
-        None
+        let (_, t) = best?;
+        let slot = pools[t].ready.pop()?;
+        Some(SlotRef {
+            thread: t as u16,
+            slot,
+        })
     }
 
     fn stream_index(&mut self, key: StreamKey, cfg: SeqConfig) -> usize {
