@@ -8,6 +8,8 @@
 //! cargo run --release --example rx_to_mem -- --listen 0.0.0.0:49000 --format chdr --bytes 1e9
 //! ```
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -34,13 +36,13 @@ struct Args {
     #[arg(long, default_value_t = 2.0)]
     timeout: f64,
     /// Payload bytes to receive (after the format's header); accepts 1e9 notation.
-    #[arg(long, default_value = "1e9", value_parser = parse_count)]
+    #[arg(long, default_value = "1e9", value_parser = common::parse_u64)]
     bytes: u64,
     /// Receive from this address instead of starting the built-in sender.
     #[arg(long)]
     listen: Option<SocketAddr>,
     /// Built-in sender: rate in bytes per second (unpaced when absent); accepts 8e8.
-    #[arg(long, value_parser = parse_rate)]
+    #[arg(long, value_parser = common::parse_f64)]
     rate: Option<f64>,
     /// Wire format.
     #[arg(long, default_value = "seq64")]
@@ -70,19 +72,6 @@ fn parse_spread(s: &str) -> Result<ReuseportSpread, String> {
         "random" => Ok(ReuseportSpread::Random),
         "cpu" => Ok(ReuseportSpread::Cpu),
         _ => Err(format!("{s:?}: expected random or cpu")),
-    }
-}
-
-fn parse_count(s: &str) -> Result<u64, String> {
-    parse_rate(s).map(|v| v as u64)
-}
-
-fn parse_rate(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(format!("{s:?} must be a positive number"))
     }
 }
 

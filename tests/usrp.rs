@@ -38,32 +38,26 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Runs the receiver and then the emulator; returns (receiver JSON, emulator JSON).
-fn pair(rx_args: &[&str], sim_args: &[&str]) -> (Value, Value) {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
+/// Runs `usrp_rx --listen ADDR` and then the emulator (`sim`, already given its arguments);
+/// returns (receiver JSON, emulator JSON).
+fn run_pair(listen: &str, rx_args: &[&str], mut sim: Command) -> (Value, Value) {
     let rx = Command::new(example("usrp_rx"))
         .args([
             "--listen",
-            &listen,
+            listen,
             "--json",
             "--check-ramp",
             "--duration",
             "60",
-            "--idle-timeout",
-            "1",
         ])
+        .args(["--idle-timeout", "1"])
         .args(rx_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("usrp_rx starts");
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let sim = Command::new(example("usrp_sim"))
-        .args(["--dest", &listen, "--rate", "20e6", "--signal", "ramp"])
-        .args(sim_args)
-        .output()
-        .expect("usrp_sim runs");
+    let sim = sim.output().expect("usrp_sim runs");
     assert!(
         sim.status.success(),
         "usrp_sim: {}",
@@ -77,6 +71,23 @@ fn pair(rx_args: &[&str], sim_args: &[&str]) -> (Value, Value) {
             .unwrap_or_else(|e| panic!("{e}: {text}"))
     };
     (parse(&rx.stdout), parse(&sim.stdout))
+}
+
+/// The emulator at 20 Msps with a ramp towards `dest`, plus `extra` arguments.
+fn sim_args(dest: &str, extra: &[&str]) -> Vec<String> {
+    ["--dest", dest, "--rate", "20e6", "--signal", "ramp"]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// Receiver and emulator on loopback.
+fn pair(rx_args: &[&str], extra: &[&str]) -> (Value, Value) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut sim = Command::new(example("usrp_sim"));
+    sim.args(sim_args(&listen, extra));
+    run_pair(&listen, rx_args, sim)
 }
 
 fn u(v: &Value, k: &str) -> u64 {
@@ -231,47 +242,15 @@ fn streams_through_a_veth_pair_into_a_network_namespace() {
             return;
         }
     };
-    let port = free_port();
-    let listen = format!("10.213.0.1:{port}");
-    let rx = Command::new(example("usrp_rx"))
-        .args([
-            "--listen",
-            &listen,
-            "--json",
-            "--check-ramp",
-            "--duration",
-            "60",
-        ])
-        .args(["--idle-timeout", "1", "--zero-fill", "false"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("usrp_rx starts");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let sim = Command::new("ip")
-        .args(["netns", "exec", &ns.name])
+    let listen = format!("10.213.0.1:{}", free_port());
+    let mut sim = Command::new("ip");
+    sim.args(["netns", "exec", &ns.name])
         .arg(example("usrp_sim"))
-        .args([
-            "--dest",
+        .args(sim_args(
             &listen,
-            "--rate",
-            "20e6",
-            "--signal",
-            "ramp",
-            "--samples",
-            "4e6",
-        ])
-        .args(["--drop-every", "500"])
-        .output()
-        .expect("usrp_sim runs in the namespace");
-    assert!(
-        sim.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sim.stderr)
-    );
-    let rx = rx.wait_with_output().unwrap();
-    assert!(rx.status.success());
-    let rxj: Value = serde_json::from_slice(rx.stdout.trim_ascii()).unwrap();
-    let simj: Value = serde_json::from_slice(sim.stdout.trim_ascii()).unwrap();
+            &["--samples", "4e6", "--drop-every", "500"],
+        ));
+    let (rxj, simj) = run_pair(&listen, &["--zero-fill", "false"], sim);
     println!("veth: rx {rxj}\nsim {simj}");
     assert_eq!(u(&rxj, "kernel_drops") + u(&rxj, "overflows"), 0, "{rxj}");
     assert_eq!(u(&rxj, "missed"), u(&simj, "dropped"));

@@ -4,6 +4,16 @@
 use fsdr_net::io::Format;
 use fsdr_net::io::emulator::{Faults, Signal};
 
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 /// Parses numbers written as `200e6` as well as `200000000`.
 pub fn parse_f64(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;

@@ -332,12 +332,7 @@ impl<T> Reorder<T> {
         while let Some(Some(_)) = self.held.front() {
             let (seq, item) = self.held.pop_front().flatten().expect("front is Some");
             self.held_count -= 1;
-            let event = self.tracker.observe(seq);
-            out.push(Released {
-                event,
-                deliver: true,
-                item,
-            });
+            self.observe_and_release(seq, item, out);
         }
         if let Some(None) = self.held.front() {
             self.held.pop_front();
@@ -357,14 +352,19 @@ impl<T> Reorder<T> {
         }
         let (seq, item) = self.held.pop_front().flatten().expect("a datagram is held");
         self.held_count -= 1;
+        self.observe_and_release(seq, item, out);
+        self.release_following(out);
+        true
+    }
+
+    /// Hands `item` to the tracker and releases it for delivery.
+    fn observe_and_release(&mut self, seq: u64, item: T, out: &mut Vec<Released<T>>) {
         let event = self.tracker.observe(seq);
         out.push(Released {
             event,
             deliver: true,
             item,
         });
-        self.release_following(out);
-        true
     }
 
     /// Releases everything held, in order.
@@ -386,12 +386,7 @@ impl<T> Reorder<T> {
                 }
                 if n == 0 || n > self.window {
                     // Everything held went out; it is now the expected one or a plain gap.
-                    let event = self.tracker.observe(seq);
-                    out.push(Released {
-                        event,
-                        deliver: true,
-                        item,
-                    });
+                    self.observe_and_release(seq, item, out);
                     self.release_following(out);
                     return;
                 }
@@ -410,35 +405,19 @@ impl<T> Reorder<T> {
                 }
             }
             SeqOffset::Expected => {
-                let was_held = self.held_count > 0;
-                let event = self.tracker.observe(seq);
-                if was_held {
+                if self.held_count > 0 {
                     self.restored += 1;
                 }
-                out.push(Released {
-                    event,
-                    deliver: true,
-                    item,
-                });
+                self.observe_and_release(seq, item, out);
                 self.release_following(out);
             }
             SeqOffset::FarBehind if self.tracker.completes_restart_run(seq) => {
                 self.flush_all(out);
-                let event = self.tracker.observe(seq);
-                out.push(Released {
-                    event,
-                    deliver: true,
-                    item,
-                });
+                self.observe_and_release(seq, item, out);
             }
             SeqOffset::Resync | SeqOffset::First => {
                 self.flush_all(out);
-                let event = self.tracker.observe(seq);
-                out.push(Released {
-                    event,
-                    deliver: true,
-                    item,
-                });
+                self.observe_and_release(seq, item, out);
             }
             SeqOffset::Ahead(_) | SeqOffset::Behind(_) | SeqOffset::FarBehind => {
                 let event = self.tracker.observe(seq);

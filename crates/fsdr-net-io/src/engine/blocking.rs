@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use socket2::Socket;
 
-use super::mio_backend::await_setup;
-use super::worker::{Worker, setup_thread};
+use super::worker::{Worker, spawn_receive_thread};
 use super::{EngineConfig, EngineError, Shared, Started};
 use crate::sys::{self, RecvBatch};
 
@@ -26,20 +25,7 @@ pub(super) fn start(
     socket
         .set_read_timeout(Some(STOP_CHECK))
         .map_err(sock_err)?;
-    let opts = cfg.threads.clone();
-    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
-    let handle = std::thread::Builder::new()
-        .name("fsdr-net-rx0".into())
-        .spawn(move || {
-            let setup = setup_thread(&opts, 0);
-            let ok = setup.is_ok();
-            let _ = ready_tx.send(setup);
-            if ok {
-                run(shared, socket);
-            }
-        })
-        .map_err(EngineError::Spawn)?;
-    let handle = await_setup(ready_rx, handle)?;
+    let handle = spawn_receive_thread(0, &cfg.threads, move || run(shared, socket))?;
     Ok(Started {
         threads: vec![handle],
         // The thread notices the stop flag within one receive timeout.

@@ -10,7 +10,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use socket2::Socket;
 
-use super::worker::{Worker, setup_thread};
+use super::worker::{Worker, spawn_receive_thread};
 use super::{EngineConfig, EngineError, Shared, Started};
 use crate::sys::{self, RecvBatch};
 
@@ -46,45 +46,13 @@ pub(crate) fn spawn_thread(
         .map_err(EngineError::Spawn)?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKE).map_err(EngineError::Spawn)?);
     let batch = cfg.batch;
-    let opts = cfg.threads.clone();
-    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
-    let handle = std::thread::Builder::new()
-        .name(format!("fsdr-net-rx{index}"))
-        .spawn(move || {
-            let setup = setup_thread(&opts, index);
-            let ok = setup.is_ok();
-            let _ = ready_tx.send(setup);
-            if ok {
-                run(index, shared, socket, poll, batch);
-            }
-        })
-        .map_err(EngineError::Spawn)?;
-    await_setup(ready_rx, handle).map(|h| {
-        let stopper: super::Stopper = Box::new(move || {
-            let _ = waker.wake();
-        });
-        (h, stopper)
-    })
-}
-
-/// Waits for a freshly spawned thread to report its set-up; joins it on failure.
-pub(crate) fn await_setup(
-    rx: std::sync::mpsc::Receiver<Result<(), EngineError>>,
-    handle: std::thread::JoinHandle<()>,
-) -> Result<std::thread::JoinHandle<()>, EngineError> {
-    match rx.recv() {
-        Ok(Ok(())) => Ok(handle),
-        Ok(Err(e)) => {
-            let _ = handle.join();
-            Err(e)
-        }
-        Err(_) => {
-            let _ = handle.join();
-            Err(EngineError::Spawn(std::io::Error::other(
-                "receive thread exited during set-up",
-            )))
-        }
-    }
+    let handle = spawn_receive_thread(index, &cfg.threads, move || {
+        run(index, shared, socket, poll, batch)
+    })?;
+    let stopper: super::Stopper = Box::new(move || {
+        let _ = waker.wake();
+    });
+    Ok((handle, stopper))
 }
 
 fn run(index: usize, shared: Arc<Shared>, socket: Socket, mut poll: Poll, batch: usize) {

@@ -17,8 +17,7 @@ use io_uring::types::{BufRingEntry, RecvMsgOut, SubmitArgs, Timespec};
 use io_uring::{IoUring, Probe, cqueue, opcode, types};
 use socket2::Socket;
 
-use super::mio_backend::await_setup;
-use super::worker::{Worker, setup_thread};
+use super::worker::{Worker, spawn_receive_thread};
 use super::{EngineConfig, EngineError, Shared, Started};
 use crate::sys::{self, RecvMeta};
 
@@ -146,24 +145,13 @@ pub(super) fn start(
             })?;
     }
     let stop_handle = socket.try_clone().map_err(EngineError::Spawn)?;
-    let opts = cfg.threads.clone();
     let batch = cfg.batch;
-    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
-    let handle = std::thread::Builder::new()
-        .name("fsdr-net-rx0".into())
-        .spawn(move || {
-            let setup = setup_thread(&opts, 0);
-            let ok = setup.is_ok();
-            let _ = ready_tx.send(setup);
-            if ok {
-                let mut rx = Multishot::new(shared, ring, bufs, batch, overflow);
-                if let Err(e) = rx.run(socket.as_raw_fd()) {
-                    tracing::error!(error = %e, "uring-multishot receive thread failed");
-                }
-            }
-        })
-        .map_err(EngineError::Spawn)?;
-    let handle = await_setup(ready_rx, handle)?;
+    let handle = spawn_receive_thread(0, &cfg.threads, move || {
+        let mut rx = Multishot::new(shared, ring, bufs, batch, overflow);
+        if let Err(e) = rx.run(socket.as_raw_fd()) {
+            tracing::error!(error = %e, "uring-multishot receive thread failed");
+        }
+    })?;
     Ok(Started {
         threads: vec![handle],
         stoppers: vec![Box::new(move || {

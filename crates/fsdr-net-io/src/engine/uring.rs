@@ -21,8 +21,7 @@ use std::sync::Arc;
 use socket2::Socket;
 use tokio_uring::buf::{IoBuf, IoBufMut};
 
-use super::mio_backend::await_setup;
-use super::worker::{Worker, setup_thread};
+use super::worker::{Worker, spawn_receive_thread};
 use super::{EngineConfig, EngineError, Shared, Started};
 use crate::sys::{self, RecvMeta};
 
@@ -99,28 +98,12 @@ pub(super) fn start(
             reason: format!("tokio-uring runtime: {e}"),
         })?,
     );
-    let opts = cfg.threads.clone();
-    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
-    let handle = std::thread::Builder::new()
-        .name("fsdr-net-rx0".into())
-        .spawn(move || {
-            let setup = setup_thread(&opts, 0);
-            let ok = setup.is_ok();
-            let _ = ready_tx.send(setup);
-            if !ok {
-                return;
-            }
-            let rt = match tokio_uring::Runtime::new(&builder) {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!(error = %e, "tokio-uring runtime failed");
-                    return;
-                }
-            };
-            rt.block_on(run(shared, socket.into(), depth, wake_from));
-        })
-        .map_err(EngineError::Spawn)?;
-    let handle = await_setup(ready_rx, handle)?;
+    let handle = spawn_receive_thread(0, &cfg.threads, move || {
+        match tokio_uring::Runtime::new(&builder) {
+            Ok(rt) => rt.block_on(run(shared, socket.into(), depth, wake_from)),
+            Err(e) => tracing::error!(error = %e, "tokio-uring runtime failed"),
+        }
+    })?;
     Ok(Started {
         threads: vec![handle],
         stoppers: vec![Box::new(move || {

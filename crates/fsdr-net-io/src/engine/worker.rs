@@ -217,8 +217,44 @@ impl Worker {
     }
 }
 
+/// Starts receive thread `index`: applies pinning and priority first and reports the outcome
+/// before running `body`, so that a set-up error reaches [`Engine::start`](super::Engine::start)
+/// and the thread is joined.
+pub(crate) fn spawn_receive_thread(
+    index: usize,
+    opts: &ThreadOptions,
+    body: impl FnOnce() + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>, EngineError> {
+    let opts = opts.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+    let handle = std::thread::Builder::new()
+        .name(format!("fsdr-net-rx{index}"))
+        .spawn(move || {
+            let setup = setup_thread(&opts, index);
+            let ok = setup.is_ok();
+            let _ = ready_tx.send(setup);
+            if ok {
+                body();
+            }
+        })
+        .map_err(EngineError::Spawn)?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(e)) => {
+            let _ = handle.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = handle.join();
+            Err(EngineError::Spawn(std::io::Error::other(
+                "receive thread exited during set-up",
+            )))
+        }
+    }
+}
+
 /// Applies pinning and priority to the calling thread.
-pub(crate) fn setup_thread(opts: &ThreadOptions, index: usize) -> Result<(), EngineError> {
+fn setup_thread(opts: &ThreadOptions, index: usize) -> Result<(), EngineError> {
     if let Some(cpu) = opts.cpus.get(index % opts.cpus.len().max(1)).copied() {
         sys::pin_current_thread(cpu).map_err(|source| EngineError::Pin { cpu, source })?;
     }
