@@ -41,7 +41,7 @@ struct Args {
     /// Receive from this address instead of starting the built-in sender.
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// Built-in sender: rate in bytes per second (unpaced when absent); accepts 8e8.
+    /// Built-in sender: rate in bytes per second (unpaced when absent or 0); accepts 8e8.
     #[arg(long, value_parser = common::parse_f64)]
     rate: Option<f64>,
     /// Wire format.
@@ -76,12 +76,7 @@ fn parse_spread(s: &str) -> Result<ReuseportSpread, String> {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    common::init_logging();
     let args = Args::parse();
     // Preallocated and touched before anything starts, so that page faults do not count
     // against reception.
@@ -120,7 +115,7 @@ fn main() -> Result<()> {
         let s = StreamSender::new(SenderConfig::new(engine.local_addr()), args.format)
             .datagram_size(args.datagram_size)
             .payload_bytes(args.bytes)
-            .rate(args.rate);
+            .rate(args.rate.filter(|r| *r > 0.0));
         Some(s.spawn())
     } else {
         None
