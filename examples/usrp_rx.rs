@@ -104,9 +104,14 @@ fn build<T: RampSample>(
         .tick_rate(args.tick_rate)
         .sample_rate(args.rate)
         .stats_interval(None);
-    if args.listen.is_some() {
-        b = b.finish_after_idle(Duration::from_secs_f64(args.idle_timeout));
-    }
+    // A device stream ends after --idle-timeout of silence; the in-process emulator's stream
+    // ends when the emulator stops, and everything it sent is drained before the summary.
+    let idle = if args.listen.is_some() {
+        args.idle_timeout
+    } else {
+        0.5
+    };
+    b = b.finish_after_idle(Duration::from_secs_f64(idle));
     b
 }
 
@@ -132,7 +137,13 @@ fn run_flowgraph<T: RampSample>(
     let stopper = {
         let handle = handle.clone();
         let done = done.clone();
-        let duration = Duration::from_secs_f64(args.duration);
+        // With the emulator the flowgraph ends by itself once the stream has drained; the
+        // timer is only a safety net there.
+        let duration = Duration::from_secs_f64(if args.listen.is_some() {
+            args.duration
+        } else {
+            args.duration + 10.0
+        });
         std::thread::spawn(move || {
             while start.elapsed() < duration && !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(20));
@@ -270,6 +281,8 @@ fn summarize(args: &Args, format: Format, o: &Outcome, emu: Option<&EmulatorRepo
             "missed_samples": missed_samples,
             "kernel_drops": s.kernel_drops,
             "overflows": s.overflow,
+            "unconsumed": s.unconsumed,
+            "send_errors": emu.map(|r| r.send_errors),
             "duplicates": s.duplicates,
             "late": s.late,
             "reordered": s.reordered,
@@ -298,8 +311,12 @@ fn summarize(args: &Args, format: Format, o: &Outcome, emu: Option<&EmulatorRepo
     );
     println!("{:<24} {} / {}", "backend / format", args.backend, format);
     println!("{:<24} {:.2} s", "duration", o.seconds);
-    if let Some(sent) = sent {
+    if let (Some(sent), Some(r)) = (sent, emu) {
         println!("{:<24} {sent}", "samples sent");
+        println!(
+            "{:<24} {} (datagrams the kernel refused to send)",
+            "emulator send errors", r.send_errors
+        );
     }
     println!("{:<24} {received}", "samples received");
     println!("{:<24} {:.2} Msps", "receive rate", rate / 1e6);

@@ -142,7 +142,7 @@ pub struct EmulatorReport {
     pub duplicated: u64,
     /// Sequence restarts.
     pub restarts: u64,
-    /// Datagrams that failed to send.
+    /// Datagrams the kernel did not take (send errors): attempted minus sent.
     pub send_errors: u64,
     /// Wall time.
     pub seconds: f64,
@@ -278,6 +278,7 @@ impl Emulator {
         let mut seq = first_seq;
         let mut held: Option<Vec<u8>> = None;
         let mut sizes: Vec<usize> = Vec::with_capacity(2 * BATCH + 2);
+        let mut attempted = 0u64;
         'stream: loop {
             let mut used = 0usize;
             sizes.clear();
@@ -341,10 +342,14 @@ impl Emulator {
             if used == 0 {
                 if let Some(h) = held.take() {
                     // The stream ended right after a held packet: it goes last.
-                    self.sender.send_datagrams(&[&h])?;
+                    attempted += 1;
+                    if let Err(e) = self.sender.send_datagrams(&[&h]) {
+                        tracing::debug!(error = %e, "emulator send failed");
+                    }
                 }
                 break 'stream;
             }
+            attempted += sizes.len() as u64;
             if let Some(p) = pacer.as_mut() {
                 p.acquire(used);
             }
@@ -361,10 +366,10 @@ impl Emulator {
                 self.sender.send_datagrams(&parts)
             };
             if let Err(e) = result {
-                r.send_errors += sizes.len() as u64;
                 tracing::debug!(error = %e, "emulator send failed");
             }
         }
+        r.send_errors = attempted - self.sender.stats().datagrams;
         r.seconds = start.elapsed().as_secs_f64();
         r.rate = (r.samples_sent + r.dropped_samples) as f64 / r.seconds.max(1e-9);
         Ok(r)
