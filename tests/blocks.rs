@@ -366,8 +366,9 @@ fn stats_port_posts_the_counters_at_the_interval() -> Result<()> {
     });
     let fg = run(fg, Sched::SmolMany);
     // About 650 ms of running at 100 ms: several posts, not one per work() call.
+    // (Timers may run late under load.)
     let n = fg.block(&msgs)?.received();
-    assert!((3..=9).contains(&n), "{n} stats messages");
+    assert!((2..=12).contains(&n), "{n} stats messages");
     assert_eq!(*fg.block(&snk)?.items(), [1, 2, 3]);
     Ok(())
 }

@@ -73,9 +73,9 @@ fn run_pair(listen: &str, rx_args: &[&str], mut sim: Command) -> (Value, Value) 
     (parse(&rx.stdout), parse(&sim.stdout))
 }
 
-/// The emulator at 20 Msps with a ramp towards `dest`, plus `extra` arguments.
+/// The emulator at 10 Msps (the examples are debug builds here) with a ramp towards `dest`, plus `extra` arguments.
 fn sim_args(dest: &str, extra: &[&str]) -> Vec<String> {
-    ["--dest", dest, "--rate", "20e6", "--signal", "ramp"]
+    ["--dest", dest, "--rate", "10e6", "--signal", "ramp"]
         .iter()
         .chain(extra)
         .map(|s| s.to_string())
