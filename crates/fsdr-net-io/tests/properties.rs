@@ -116,10 +116,11 @@ proptest! {
         r.flush_all(&mut out);
         let mut last: Option<u64> = None;
         for d in out.iter().filter(|d| d.deliver) {
-            if d.event != SeqEvent::Resync && d.event != SeqEvent::First {
-                if let Some(l) = last {
-                    prop_assert!(d.item > l, "{} after {}", d.item, l);
-                }
+            if d.event != SeqEvent::Resync
+                && d.event != SeqEvent::First
+                && let Some(l) = last
+            {
+                prop_assert!(d.item > l, "{} after {}", d.item, l);
             }
             last = Some(d.item);
         }
