@@ -11,6 +11,8 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -125,18 +127,35 @@ fn main() -> Result<()> {
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
     let idle = Duration::from_secs_f64(args.timeout);
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))?;
+    }
+    let mut waiting_since = Instant::now();
     while filled < memory.len() {
-        let got = engine.recv_timeout(idle).map(|d| {
-            let p = d.payload();
-            let n = p.len().min(memory.len() - filled);
-            memory[filled..filled + n].copy_from_slice(&p[..n]);
-            filled += n;
-        });
-        if got.is_none() {
-            eprintln!("no datagram for {:.1} s; stopping", args.timeout);
+        if interrupted.load(Ordering::Relaxed) {
+            eprintln!("interrupted; stopping");
             break;
         }
+        // Short waits, so that Ctrl-C is noticed promptly.
+        let got = engine
+            .recv_timeout(idle.min(Duration::from_millis(100)))
+            .map(|d| {
+                let p = d.payload();
+                let n = p.len().min(memory.len() - filled);
+                memory[filled..filled + n].copy_from_slice(&p[..n]);
+                filled += n;
+            });
         let now = Instant::now();
+        if got.is_none() {
+            if now.duration_since(waiting_since) >= idle {
+                eprintln!("no datagram for {:.1} s; stopping", args.timeout);
+                break;
+            }
+            continue;
+        }
+        waiting_since = now;
         first.get_or_insert(now);
         last = now;
     }

@@ -1,5 +1,5 @@
 //! `usrp_sim` → `usrp_rx --listen` across two processes, for every format, with faults.
-//! Builds the two examples once (release would be faster, but CI builds tests in debug).
+//! Builds the examples once (debug, as the rest of the tests).
 
 use std::net::UdpSocket;
 use std::path::PathBuf;
@@ -12,13 +12,14 @@ fn example(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet"])
             .args([
-                "build",
-                "--quiet",
                 "--example",
                 "usrp_sim",
                 "--example",
                 "usrp_rx",
+                "--example",
+                "rx_to_mem",
             ])
             .status()
             .expect("cargo runs");
@@ -258,4 +259,46 @@ fn streams_through_a_veth_pair_into_a_network_namespace() {
     assert_eq!(u(&rxj, "received"), u(&simj, "samples_sent"));
     // Each drop is one jump in the ramp (zero-fill off).
     assert_eq!(u(&rxj, "discontinuities"), u(&simj, "dropped"));
+}
+
+/// Sends SIGINT to a child.
+fn interrupt(child: &std::process::Child) {
+    // SAFETY: kill has no memory-safety preconditions; the pid is our own child's.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_prints_the_final_figures() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let rx = Command::new(example("usrp_rx"))
+        .args(["--listen", &listen, "--json", "--duration", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mem = Command::new(example("rx_to_mem"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--timeout",
+            "60",
+            "--bytes",
+            "1e6",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    interrupt(&rx);
+    interrupt(&mem);
+    let rx = rx.wait_with_output().unwrap();
+    let mem = mem.wait_with_output().unwrap();
+    assert!(rx.status.success() && mem.status.success());
+    let j: Value = serde_json::from_slice(rx.stdout.trim_ascii()).unwrap();
+    assert_eq!(u(&j, "received"), 0);
+    let text = String::from_utf8_lossy(&mem.stdout);
+    assert!(text.contains("Received 0 bytes"), "{text}");
+    assert!(text.contains("kernel drops 0"), "{text}");
 }
