@@ -320,7 +320,8 @@ impl<T> Reorder<T> {
         self.held_count
     }
 
-    /// Number of datagrams that arrived out of order and were put back in order.
+    /// Number of datagrams that arrived after a later datagram of their stream (overtaken)
+    /// and were put back in order.
     pub fn restored(&self) -> u64 {
         self.restored
     }
@@ -375,7 +376,23 @@ impl<T> Reorder<T> {
 
     /// Takes in one datagram and appends whatever can be released to `out`.
     pub fn push(&mut self, seq: u64, item: T, out: &mut Vec<Released<T>>) {
-        match self.tracker.offset(seq) {
+        let offset = self.tracker.offset(seq);
+        // Overtaken: a later datagram is already held (`held.len()` is the furthest held
+        // offset while anything is held).
+        let overtaken = self.held_count > 0
+            && match offset {
+                SeqOffset::Expected => true,
+                SeqOffset::Ahead(n) => (n as usize) < self.held.len(),
+                _ => false,
+            };
+        let is_new = |h: &VecDeque<Option<(u64, T)>>| match offset {
+            SeqOffset::Ahead(n) => h.get(n as usize - 1).is_none_or(|e| e.is_none()),
+            _ => true,
+        };
+        if overtaken && is_new(&self.held) {
+            self.restored += 1;
+        }
+        match offset {
             SeqOffset::Ahead(n) if self.window > 0 => {
                 let mut n = n as usize;
                 while n > self.window && self.flush_oldest(out) {
@@ -405,9 +422,6 @@ impl<T> Reorder<T> {
                 }
             }
             SeqOffset::Expected => {
-                if self.held_count > 0 {
-                    self.restored += 1;
-                }
                 self.observe_and_release(seq, item, out);
                 self.release_following(out);
             }
@@ -601,6 +615,19 @@ mod tests {
         let (d, ev) = reorder(2, &[0, 2, 3, 4, 1, 5]);
         assert_eq!(d, [0, 2, 3, 4, 5]);
         assert!(ev.contains(&SeqEvent::Late));
+    }
+
+    #[test]
+    fn reorder_counts_every_overtaken_datagram() {
+        // 2 overtaken by 3; 5 overtaken by 6 while 4 is still missing.
+        let mut r = Reorder::new(SeqConfig::for_bits(16), 8);
+        let mut out = Vec::new();
+        for s in [0, 1, 3, 2, 6, 5, 4, 7] {
+            r.push(s, s, &mut out);
+        }
+        assert_eq!(r.restored(), 3); // 2, 5 and 4
+        let d: Vec<u64> = out.iter().filter(|d| d.deliver).map(|d| d.item).collect();
+        assert_eq!(d, (0..8).collect::<Vec<_>>());
     }
 
     #[test]
