@@ -219,6 +219,26 @@ fn size_recv_buffer(socket: &Socket, cfg: &SocketConfig) -> io::Result<BufferRep
     Ok(report)
 }
 
+/// Says which interfaces a wildcard bind exposes the port on.
+fn log_exposed_interfaces(local: SocketAddr, v6_only: bool) {
+    let exposed: Vec<String> = sys::interface_addrs()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| match local {
+            SocketAddr::V4(_) => i.addr.is_ipv4(),
+            SocketAddr::V6(_) => !v6_only || i.addr.is_ipv6(),
+        })
+        .map(|i| format!("{} {}", i.name, i.addr))
+        .collect();
+    tracing::info!(
+        %local,
+        "bound to a wildcard address: port {} is open on every interface ({}); bind a \
+         specific address or set an allow-list to narrow this",
+        local.port(),
+        exposed.join(", ")
+    );
+}
+
 /// Opens and binds a non-blocking UDP socket as `cfg` says. `reuse_port` sets SO_REUSEPORT
 /// (for several sockets on one address).
 pub fn open_socket(cfg: &SocketConfig, reuse_port: bool) -> io::Result<OpenedSocket> {
@@ -262,11 +282,7 @@ pub fn open_socket(cfg: &SocketConfig, reuse_port: bool) -> io::Result<OpenedSoc
         .as_socket()
         .ok_or_else(|| io::Error::other("bound socket has no IP address"))?;
     if local_addr.ip().is_unspecified() {
-        tracing::info!(
-            %local_addr,
-            "bound to a wildcard address: datagrams from every interface are accepted \
-             (bind a specific address or set an allow-list to narrow this)"
-        );
+        log_exposed_interfaces(local_addr, cfg.v6_only);
     }
     Ok(OpenedSocket {
         socket,

@@ -546,6 +546,53 @@ pub fn sockaddr_from_bytes(bytes: &[u8]) -> Option<SocketAddr> {
 /// Space the control messages of one datagram need (see [`RecvBatch`]).
 pub const CONTROL_SPACE: usize = CMSG_BUF;
 
+/// A network interface address (from `getifaddrs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceAddr {
+    /// Interface name.
+    pub name: String,
+    /// One of its addresses.
+    pub addr: std::net::IpAddr,
+}
+
+/// Every IPv4 and IPv6 address of every interface that is up.
+pub fn interface_addrs() -> io::Result<Vec<InterfaceAddr>> {
+    let mut head: *mut libc::ifaddrs = ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: cur is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_flags & libc::IFF_UP as libc::c_uint == 0 {
+            continue;
+        }
+        // SAFETY: ifa_addr points at a sockaddr of at least the size its family implies.
+        let family = unsafe { (*ifa.ifa_addr).sa_family } as libc::c_int;
+        let len = match family {
+            libc::AF_INET => mem::size_of::<libc::sockaddr_in>(),
+            libc::AF_INET6 => mem::size_of::<libc::sockaddr_in6>(),
+            _ => continue,
+        };
+        // SAFETY: as above, `len` bytes are readable for this family.
+        let bytes = unsafe { std::slice::from_raw_parts(ifa.ifa_addr as *const u8, len) };
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        if let Some(a) = sockaddr_from_bytes(bytes) {
+            out.push(InterfaceAddr { name, addr: a.ip() });
+        }
+    }
+    // SAFETY: head came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,5 +630,15 @@ mod tests {
             io::ErrorKind::WouldBlock
         );
         assert_eq!(socket_drops(rx.as_raw_fd()).unwrap(), 0);
+    }
+
+    #[test]
+    fn interface_addrs_include_loopback() {
+        let all = interface_addrs().unwrap();
+        assert!(
+            all.iter()
+                .any(|i| i.addr == std::net::IpAddr::from([127, 0, 0, 1])),
+            "{all:?}"
+        );
     }
 }

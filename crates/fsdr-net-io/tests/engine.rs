@@ -311,6 +311,25 @@ fn recv_buffer_above_rmem_max_reports_effective_size_and_warns() {
 }
 
 #[test]
+fn wildcard_bind_logs_the_exposed_interfaces() {
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let cfg = EngineConfig::new("0.0.0.0:0".parse().unwrap());
+    let engine = tracing::subscriber::with_default(subscriber, || Engine::start(cfg).unwrap());
+    let log = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("wildcard"), "{log}");
+    assert!(log.contains("lo 127.0.0.1"), "{log}");
+    assert!(
+        log.contains(&engine.local_addr().port().to_string()),
+        "{log}"
+    );
+}
+
+#[test]
 fn forced_recv_buffer_when_privileged() {
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.socket.recv_buffer = 25_000_000;
