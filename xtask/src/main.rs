@@ -2,6 +2,8 @@
 //!
 //! * `cargo xtask test`: installs what the tests need (Debian packages when run as root),
 //!   then runs rustfmt, clippy and every test of the workspace.
+//! * `cargo xtask fuzz --seconds S`: runs every `cargo fuzz` target for S seconds from a seed
+//!   corpus of valid packets emitted by `fsdr-net-io` (installs cargo-fuzz when missing).
 //! * `cargo xtask soak --minutes M`: streams the USRP emulator into `usrp_rx` with faults
 //!   injected at known rates, samples the receiver's memory every second, and checks that every
 //!   sample and every fault is accounted for.
@@ -29,6 +31,15 @@ enum Task {
         #[arg(last = true)]
         rest: Vec<String>,
     },
+    /// Run every fuzz target for a while from a seed corpus of valid packets.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Only this target.
+        #[arg(long)]
+        target: Option<String>,
+    },
     /// Stream with injected faults for M minutes and check exact accounting and flat memory.
     Soak {
         /// How long.
@@ -50,6 +61,7 @@ const PACKAGES: &[&str] = &["lttng-tools", "liblttng-ust-dev", "babeltrace2", "i
 fn main() -> Result<()> {
     match Cli::parse().task {
         Task::Test { no_install, rest } => test(no_install, &rest),
+        Task::Fuzz { seconds, target } => fuzz(seconds, target.as_deref()),
         Task::Soak {
             minutes,
             rate,
@@ -243,4 +255,91 @@ fn soak(minutes: f64, rate: &str, backend: &str) -> Result<()> {
     } else {
         bail!("soak failed: {}", failures.join(", "))
     }
+}
+
+/// The fuzz targets (see `fuzz/fuzz_targets`).
+const FUZZ_TARGETS: &[&str] = &["seq64", "chdr", "vrt", "seq_tracker"];
+
+/// Valid packets for a target's seed corpus, emitted by the crate under test.
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    use fsdr_net_io::Format;
+    let emit = |format: Format, len: usize, seq: u64, ts: Option<u64>| {
+        let mut dg = vec![0u8; len];
+        format.emit_header(&mut dg, seq, ts, false).map(|_| dg).ok()
+    };
+    let mut out = Vec::new();
+    match target {
+        "seq64" => {
+            for len in [8, 9, 100, 1472, 8000] {
+                out.extend(emit(Format::Seq64, len, len as u64, None));
+            }
+            for len in [16, 17, 1000] {
+                out.extend(emit(Format::SeqPlusSize, len, 7, None));
+            }
+        }
+        "chdr" => {
+            for (len, ts) in [(8, None), (16, Some(5)), (64, None), (8000, Some(1 << 40))] {
+                out.extend(emit(Format::Chdr, len, 65535, ts));
+            }
+            // With two metadata words.
+            if let Some(mut dg) = emit(Format::Chdr, 48, 3, Some(9)) {
+                dg[6] |= 2;
+                out.push(dg);
+            }
+        }
+        "vrt" => {
+            for (len, ts) in [(16, None), (24, Some(1)), (1000, None), (8000, Some(77))] {
+                out.extend(emit(Format::Vrt, len, 15, ts));
+            }
+        }
+        _ => {
+            // Width, window, then 16-bit sequence numbers: in order, a gap, a swap, a repeat.
+            let mut s = vec![2u8, 8];
+            for n in [1u16, 2, 3, 5, 4, 6, 6, 7, 1000, 1001, 1, 2] {
+                s.extend_from_slice(&n.to_le_bytes());
+            }
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn fuzz(seconds: u64, only: Option<&str>) -> Result<()> {
+    let have = cargo()
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        run(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
+    }
+    let targets: Vec<&str> = FUZZ_TARGETS
+        .iter()
+        .copied()
+        .filter(|t| only.is_none_or(|o| o == *t))
+        .collect();
+    if targets.is_empty() {
+        bail!(
+            "unknown fuzz target; expected one of {}",
+            FUZZ_TARGETS.join(", ")
+        );
+    }
+    for target in &targets {
+        let corpus = std::path::Path::new("fuzz/corpus").join(target);
+        std::fs::create_dir_all(&corpus)?;
+        for (i, seed) in seeds(target).iter().enumerate() {
+            std::fs::write(corpus.join(format!("seed-{i}")), seed)?;
+        }
+        // cargo-fuzz passes nightly-only flags (sanitizers); the one toolchain here is stable.
+        run(cargo()
+            .env("RUSTC_BOOTSTRAP", "1")
+            .args(["fuzz", "run", target])
+            .arg(&corpus)
+            .arg("--")
+            .arg(format!("-max_total_time={seconds}")))?;
+    }
+    println!(
+        "fuzz: {} targets ran {seconds} s each without a finding",
+        targets.len()
+    );
+    Ok(())
 }

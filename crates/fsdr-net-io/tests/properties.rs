@@ -2,7 +2,7 @@
 //! parse is the identity for every valid header.
 
 use fsdr_net_io::format::chdr::{ChdrPacket, ChdrRepr, PacketType};
-use fsdr_net_io::format::vrt::{Tsf, Tsi, VrtPacket, VrtRepr, VrtTimestamp};
+use fsdr_net_io::format::vrt::{Tsf, Tsi, VrtClassId, VrtPacket, VrtRepr, VrtTimestamp};
 use fsdr_net_io::format::{Format, PacketClass};
 use fsdr_net_io::seq::{Reorder, SeqConfig, SeqEvent, SeqTracker};
 use proptest::prelude::*;
@@ -64,7 +64,7 @@ proptest! {
 
     #[test]
     fn vrt_repr_round_trip(
-        ty in 0u8..4, sid: u32, class: Option<(u32, u16, u16)>, trailer: Option<u32>,
+        ty in 0u8..4, sid: u32, class: Option<(u8, u32, u16, u16)>, trailer: Option<u32>,
         tsi in 0usize..4, tsf in 0usize..4, int: u32, frac: u64, count in 0u8..16,
         words in 0usize..32,
     ) {
@@ -79,7 +79,12 @@ proptest! {
         let mut repr = VrtRepr {
             packet_type: ty,
             stream_id: (ty & 1 == 1).then_some(sid),
-            class_id: class.map(|(o, i, p)| (o & 0x00ff_ffff, i, p)),
+            class_id: class.map(|(pad, o, i, p)| VrtClassId {
+                pad_bits: pad & 0x1f,
+                oui: o & 0x00ff_ffff,
+                info_class: i,
+                packet_class: p,
+            }),
             trailer,
             timestamp,
             packet_count: count,

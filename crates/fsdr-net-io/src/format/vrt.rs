@@ -230,6 +230,23 @@ impl<T: AsRef<[u8]>> VrtPacket<T> {
             .then(|| self.word(self.class_id_word()) & 0x00ff_ffff)
     }
 
+    /// Pad bit count of the class ID (bits 31:27 of its first word): unused bits at the end of
+    /// the payload.
+    pub fn class_pad_bits(&self) -> Option<u8> {
+        self.has_class_id()
+            .then(|| (self.word(self.class_id_word()) >> 27) as u8)
+    }
+
+    /// The class ID fields together.
+    pub fn class_id(&self) -> Option<VrtClassId> {
+        Some(VrtClassId {
+            pad_bits: self.class_pad_bits()?,
+            oui: self.class_oui()?,
+            info_class: self.class_codes()?.0,
+            packet_class: self.class_codes()?.1,
+        })
+    }
+
     /// Information class code and packet class code of the class ID.
     pub fn class_codes(&self) -> Option<(u16, u16)> {
         self.has_class_id().then(|| {
@@ -285,6 +302,31 @@ impl<T: AsRef<[u8]>> VrtPacket<T> {
     }
 }
 
+/// The class ID of a VRT packet (bits 26:24 of its first word are reserved and emitted as 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VrtClassId {
+    /// Pad bit count (5 bits).
+    pub pad_bits: u8,
+    /// Organisationally unique identifier (24 bits).
+    pub oui: u32,
+    /// Information class code.
+    pub info_class: u16,
+    /// Packet class code.
+    pub packet_class: u16,
+}
+
+impl VrtClassId {
+    /// A class ID with no padding.
+    pub fn new(oui: u32, info_class: u16, packet_class: u16) -> Self {
+        Self {
+            pad_bits: 0,
+            oui,
+            info_class,
+            packet_class,
+        }
+    }
+}
+
 /// The header fields of a VRT data packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VrtRepr {
@@ -292,8 +334,8 @@ pub struct VrtRepr {
     pub packet_type: u8,
     /// Stream ID (present for odd packet types).
     pub stream_id: Option<u32>,
-    /// Class ID: OUI and (information, packet) class codes.
-    pub class_id: Option<(u32, u16, u16)>,
+    /// Class ID.
+    pub class_id: Option<VrtClassId>,
     /// Trailer word.
     pub trailer: Option<u32>,
     /// Timestamp.
@@ -310,10 +352,7 @@ impl VrtRepr {
         Self {
             packet_type: packet.packet_type(),
             stream_id: packet.stream_id(),
-            class_id: packet
-                .class_oui()
-                .zip(packet.class_codes())
-                .map(|(o, (i, p))| (o, i, p)),
+            class_id: packet.class_id(),
             trailer: packet.trailer(),
             timestamp: packet.timestamp(),
             packet_count: packet.packet_count(),
@@ -359,9 +398,9 @@ impl VrtRepr {
         if let Some(sid) = self.stream_id {
             put(sid);
         }
-        if let Some((oui, info, class)) = self.class_id {
-            put(oui & 0x00ff_ffff);
-            put(u32::from(info) << 16 | u32::from(class));
+        if let Some(c) = self.class_id {
+            put(u32::from(c.pad_bits & 0x1f) << 27 | (c.oui & 0x00ff_ffff));
+            put(u32::from(c.info_class) << 16 | u32::from(c.packet_class));
         }
         if ts.tsi != Tsi::None {
             put(ts.integer.unwrap_or(0));
@@ -400,7 +439,7 @@ pub(crate) fn emit_data_header(
     VrtRepr {
         packet_type: 1,
         stream_id: Some(1),
-        class_id: Some((DIFI_OUI, 0, 0)),
+        class_id: Some(VrtClassId::new(DIFI_OUI, 0, 0)),
         trailer: None,
         timestamp: timestamp.map(|t| VrtTimestamp {
             tsi: Tsi::None,
@@ -482,6 +521,25 @@ mod tests {
         repr.emit(&mut out);
         out[28..36].copy_from_slice(p.payload());
         assert_eq!(out, dg);
+    }
+
+    /// Found by `cargo xtask fuzz` (target vrt): the pad bit count of the class ID was lost
+    /// when a parsed header was emitted again.
+    #[test]
+    fn class_id_pad_bits_survive_a_round_trip() {
+        let dg = [
+            0x18, 0x0f, 0x00, 0x06, 0x00, 0xff, 0xff, 0xff, 0xff, 0x18, 0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x18,
+        ];
+        let p = VrtPacket::new_checked(&dg[..]).unwrap();
+        assert_eq!(p.class_pad_bits(), Some(0x1f));
+        let repr = VrtRepr::parse(&p);
+        let mut out = vec![0u8; dg.len()];
+        repr.emit(&mut out);
+        // Equal except the reserved bits 26:24 of the class ID's first word.
+        let mut want = dg;
+        want[8] &= !0x07;
+        assert_eq!(&out[..16], &want[..16]);
     }
 
     #[test]
