@@ -186,6 +186,12 @@ impl SeqTracker {
             if last.wrapping_add(1) & self.mask == seq && n + 1 >= RESTART_RUN)
     }
 
+    /// Starts the stream over at `seq` (a restart decided by the caller).
+    pub fn restart_at(&mut self, seq: u64) -> SeqEvent {
+        self.start_at(seq & self.mask);
+        SeqEvent::Resync
+    }
+
     fn start_at(&mut self, seq: u64) {
         self.far_run = None;
         self.missed = [0; (HISTORY / 64) as usize];
@@ -358,12 +364,13 @@ impl<T> Reorder<T> {
         true
     }
 
-    /// Hands `item` to the tracker and releases it for delivery.
+    /// Hands `item` to the tracker and releases it, for delivery unless the tracker calls it a
+    /// duplicate or late.
     fn observe_and_release(&mut self, seq: u64, item: T, out: &mut Vec<Released<T>>) {
         let event = self.tracker.observe(seq);
         out.push(Released {
             event,
-            deliver: true,
+            deliver: !matches!(event, SeqEvent::Duplicate | SeqEvent::Late),
             item,
         });
     }
@@ -426,8 +433,14 @@ impl<T> Reorder<T> {
                 self.release_following(out);
             }
             SeqOffset::FarBehind if self.tracker.completes_restart_run(seq) => {
+                // Decided before the flush: releasing held datagrams ends the run.
                 self.flush_all(out);
-                self.observe_and_release(seq, item, out);
+                let event = self.tracker.restart_at(seq);
+                out.push(Released {
+                    event,
+                    deliver: true,
+                    item,
+                });
             }
             SeqOffset::Resync | SeqOffset::First => {
                 self.flush_all(out);
@@ -615,6 +628,34 @@ mod tests {
         let (d, ev) = reorder(2, &[0, 2, 3, 4, 1, 5]);
         assert_eq!(d, [0, 2, 3, 4, 5]);
         assert!(ev.contains(&SeqEvent::Late));
+    }
+
+    /// Found by `cargo xtask fuzz` (target seq_tracker).
+    #[test]
+    fn fuzz_finding_reorder_delivers_in_order() {
+        let seqs = [
+            11782u64, 1000, 65512, 255, 65282, 65535, 65535, 767, 65280, 65535, 0, 1, 2, 3,
+        ];
+        let mut r = Reorder::new(SeqConfig::for_bits(64), 55);
+        let mut out = Vec::new();
+        for s in seqs {
+            r.push(s, s, &mut out);
+        }
+        r.flush_all(&mut out);
+        let d: Vec<(u64, SeqEvent)> = out
+            .iter()
+            .filter(|d| d.deliver)
+            .map(|d| (d.item, d.event))
+            .collect();
+        let mut last: Option<u64> = None;
+        for &(item, event) in &d {
+            if !matches!(event, SeqEvent::Resync | SeqEvent::First)
+                && let Some(l) = last
+            {
+                assert!(item > l, "{d:?}");
+            }
+            last = Some(item);
+        }
     }
 
     #[test]
