@@ -37,6 +37,7 @@ fn accounting(backend: Backend) {
         assert_eq!(s.missed, 0);
     }
     assert_eq!(s.delivered_bytes, s.delivered * 992);
+    assert_eq!(s.bytes, s.received * 1000);
 }
 
 #[test]
@@ -116,6 +117,37 @@ fn reordered_datagrams_are_restored_and_duplicates_dropped() {
     assert_eq!(r.stats.duplicates, 1);
     assert_eq!(r.stats.reordered, 2);
     assert_eq!(r.stats.missed, 0);
+}
+
+#[test]
+fn late_datagrams_are_counted_not_delivered() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.format = Format::Seq64;
+    cfg.reorder_window = 0;
+    let engine = Engine::start(cfg).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for s in [1u64, 3, 2, 4] {
+        tx.send_to(&s.to_le_bytes(), engine.local_addr()).unwrap();
+    }
+    let r = consume_until_accounted(engine, 4, Duration::from_secs(10));
+    assert_eq!(r.seqs, [1, 3, 4]);
+    assert_eq!((r.stats.late, r.stats.missed), (1, 1), "{}", r.stats);
+}
+
+#[test]
+fn datagrams_left_at_shutdown_are_counted_unconsumed() {
+    let engine = engine(Backend::Mio, Format::Raw);
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..10u8 {
+        tx.send_to(&[i], engine.local_addr()).unwrap();
+    }
+    let start = std::time::Instant::now();
+    while engine.stats().received < 10 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let s = engine.shutdown();
+    assert_eq!((s.unconsumed, s.delivered), (10, 0), "{s}");
+    assert_eq!(s.accounted(), 10);
 }
 
 #[test]
