@@ -98,6 +98,12 @@ fn main() -> Result<()> {
     cfg.uring_depth = args.uring_depth;
     let mut engine =
         Engine::start(cfg).with_context(|| format!("starting the {} engine", args.backend))?;
+    // Installed before saying so: a Ctrl-C from then on prints the final figures.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))?;
+    }
     eprintln!(
         "listening on {} ({} backend, {} format, receive buffer {} bytes)",
         engine.local_addr(),
@@ -127,11 +133,6 @@ fn main() -> Result<()> {
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
     let idle = Duration::from_secs_f64(args.timeout);
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = interrupted.clone();
-        ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))?;
-    }
     let mut waiting_since = Instant::now();
     while filled < memory.len() {
         if interrupted.load(Ordering::Relaxed) {

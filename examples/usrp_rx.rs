@@ -238,6 +238,7 @@ fn main() -> Result<()> {
     let outcome = if args.wire {
         let src = build(UdpSource::<Complex<i16>>::builder(&bind), &args, format).build()?;
         let dest = src.local_addr();
+        eprintln!("listening on {dest}");
         start_emulator(dest)?;
         run_flowgraph(src, &args, check, || {})?
     } else {
@@ -245,6 +246,7 @@ fn main() -> Result<()> {
             .sc16(IqOrder::IQ)
             .build()?;
         let dest = src.local_addr();
+        eprintln!("listening on {dest}");
         start_emulator(dest)?;
         run_flowgraph(src, &args, check, || {})?
     };

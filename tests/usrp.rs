@@ -42,22 +42,15 @@ fn free_port() -> u16 {
 /// Runs `usrp_rx --listen ADDR` and then the emulator (`sim`, already given its arguments);
 /// returns (receiver JSON, emulator JSON).
 fn run_pair(listen: &str, rx_args: &[&str], mut sim: Command) -> (Value, Value) {
-    let rx = Command::new(example("usrp_rx"))
-        .args([
-            "--listen",
-            listen,
-            "--json",
-            "--check-ramp",
-            "--duration",
-            "60",
-        ])
-        .args(["--idle-timeout", "1"])
+    let mut rx = Command::new(example("usrp_rx"))
+        .args(["--listen", listen, "--json", "--check-ramp"])
+        .args(["--duration", "60", "--idle-timeout", "1"])
         .args(rx_args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("usrp_rx starts");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    wait_until_listening(&mut rx);
     let sim = sim.output().expect("usrp_sim runs");
     assert!(
         sim.status.success(),
@@ -72,6 +65,28 @@ fn run_pair(listen: &str, rx_args: &[&str], mut sim: Command) -> (Value, Value) 
             .unwrap_or_else(|e| panic!("{e}: {text}"))
     };
     (parse(&rx.stdout), parse(&sim.stdout))
+}
+
+/// Waits until the receiver says it has bound its socket (a fixed sleep races a loaded
+/// machine: the emulator's whole stream could go out before the port is open).
+fn wait_until_listening(rx: &mut std::process::Child) {
+    use std::io::BufRead;
+    let stderr = rx.stderr.take().expect("stderr piped");
+    let (ready, bound) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("listening on") {
+                let _ = ready.send(());
+            }
+            eprintln!("usrp_rx: {line}");
+        }
+    });
+    bound
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("usrp_rx binds its socket");
 }
 
 /// The emulator at 10 Msps (the examples are debug builds here) with a ramp towards `dest`, plus `extra` arguments.
@@ -272,12 +287,14 @@ fn interrupt(child: &std::process::Child) {
 #[test]
 fn ctrl_c_stops_cleanly_and_prints_the_final_figures() {
     let listen = format!("127.0.0.1:{}", free_port());
-    let rx = Command::new(example("usrp_rx"))
+    let mut rx = Command::new(example("usrp_rx"))
         .args(["--listen", &listen, "--json", "--duration", "60"])
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mem = Command::new(example("rx_to_mem"))
+    wait_until_listening(&mut rx);
+    let mut mem = Command::new(example("rx_to_mem"))
         .args([
             "--listen",
             "127.0.0.1:0",
@@ -287,10 +304,12 @@ fn ctrl_c_stops_cleanly_and_prints_the_final_figures() {
             "1e6",
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait_until_listening(&mut mem);
+    // Both are listening; give usrp_rx's flowgraph a moment to install its handler.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     interrupt(&rx);
     interrupt(&mem);
     let rx = rx.wait_with_output().unwrap();
