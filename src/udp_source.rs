@@ -413,6 +413,10 @@ impl<T: PlainItem> UdpSource<T> {
                 for t in st.staged_tags.drain(..) {
                     tags.add_tag(written, t);
                 }
+                if out.len() == written {
+                    stop = Stop::OutputFull;
+                    break 'fill;
+                }
                 let staged = std::mem::take(&mut st.staged);
                 let rest = &staged[st.staged_pos..];
                 // Feed at most what fits; the carry takes care of split items.
@@ -460,7 +464,9 @@ impl<T: PlainItem> UdpSource<T> {
                         out[written..written + n].fill(T::default());
                         written += n;
                         at = written;
-                        if n < items {
+                        // The datagram must fit after the zeros; otherwise it waits, staged.
+                        let room_after = out.len() - written;
+                        if n < items || room_after < payload.len() / wb + 1 {
                             // The rest of the zeros, then this datagram, once there is room.
                             st.zeros_pending = items - n;
                             st.staged.clear();
@@ -504,9 +510,17 @@ impl<T: PlainItem> SourceState<T> {
             n += (self.decoder.decode)(&self.carry, &mut out[..1]);
             self.carry.clear();
         }
-        let whole = (payload.len() / wb).min(out.len() - n);
+        // Callers leave room for every whole item; only a partial item is carried.
+        let whole = payload.len() / wb;
+        debug_assert!(
+            whole <= out.len() - n,
+            "decode_into without room for the payload"
+        );
+        let whole = whole.min(out.len() - n);
         n += (self.decoder.decode)(&payload[..whole * wb], &mut out[n..]);
-        self.carry.extend_from_slice(&payload[whole * wb..]);
+        let rest = &payload[whole * wb..];
+        self.carry
+            .extend_from_slice(&rest[..rest.len().min(wb - 1)]);
         n
     }
 

@@ -248,6 +248,60 @@ fn loss(sched: Sched, zero_fill: bool) -> Result<()> {
     Ok(())
 }
 
+/// Gaps of every size from 1 to 60 frames, zero-filled into a small output buffer: the zeros
+/// and the datagram after them must land exactly, whatever room is left (found by CI under load:
+/// zeros that fit with a datagram that did not).
+#[test]
+fn zero_fill_of_any_gap_size_keeps_the_timeline_exact() -> Result<()> {
+    let items = 100usize;
+    let src = UdpSource::<i16>::builder("127.0.0.1:0")
+        .format(Format::Seq64)
+        .zero_fill_missed(true)
+        .buffer_datagrams(1)
+        .max_datagram(8 + 2 * items)
+        .finish_after_idle(Duration::from_millis(500))
+        .build()?;
+    let to = src.local_addr();
+    let snk = VectorSink::<i16>::new(0);
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > snk);
+    let sender = std::thread::spawn(move || {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut framer = Framer::new(Format::Seq64);
+        let mut dg = vec![0u8; 8 + 2 * items];
+        let mut expected: Vec<i16> = Vec::new();
+        let mut position = 0usize;
+        for k in 0..400usize {
+            if k % 5 == 4 {
+                let gap = k / 5 % 60 + 1;
+                framer.skip(gap as u64);
+                expected.extend(std::iter::repeat_n(0, gap * items));
+                position += gap * items;
+            }
+            framer.frame(&mut dg).unwrap();
+            for (j, c) in dg[8..].chunks_exact_mut(2).enumerate() {
+                let v = ((position + j) % 30_000 + 1) as i16;
+                c.copy_from_slice(&v.to_le_bytes());
+                expected.push(v);
+            }
+            position += items;
+            tx.send_to(&dg, to).unwrap();
+            if k % 20 == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        expected
+    });
+    let fg = run(fg, Sched::SmolMany);
+    let expected = sender.join().unwrap();
+    let stats = fg.block(&src)?.stats();
+    assert_eq!(stats.kernel_drops + stats.overflow, 0, "{stats}");
+    let got = fg.block(&snk)?.items().clone();
+    assert_eq!(got.len(), expected.len(), "{stats}");
+    assert!(got == expected, "timeline with zeros exact");
+    Ok(())
+}
+
 #[test]
 fn missed_frames_are_zero_filled_tagged_and_reported() -> Result<()> {
     for sched in [Sched::SmolMany, Sched::Flow] {
