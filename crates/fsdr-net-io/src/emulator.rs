@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::format::Format;
-use crate::send::{Framer, Pacer, Sender, SenderConfig};
+use crate::send::{Pacer, Sender, SenderConfig};
 
 /// Largest datagram a USRP sends on 10 GbE with a standard UHD configuration.
 pub const DATAGRAM_BYTES: usize = 8000;
@@ -256,7 +256,6 @@ impl Emulator {
         let spp = cfg.samples_per_packet();
         let header = cfg.header_len();
         let ticks_per_sample = cfg.tick_rate / cfg.rate;
-        let mut framer = Framer::new(cfg.format);
         let first_seq = cfg.format.first_seq();
         let full = header + 4 * spp;
         const BATCH: usize = 32;
@@ -299,14 +298,11 @@ impl Emulator {
                     seq = first_seq;
                     r.restarts += 1;
                 }
-                framer.set_seq(seq);
+                let packet_seq = seq;
                 seq = seq.wrapping_add(1);
-                let ticks = cfg.start_ticks + (sample as f64 * ticks_per_sample).round() as u64;
-                let mut f2 = framer.clone();
-                if cfg.timestamps() {
-                    f2 = Framer::new(cfg.format).timestamps(ticks, 0);
-                    f2.set_seq(framer.seq());
-                }
+                let ticks = cfg
+                    .timestamps()
+                    .then(|| cfg.start_ticks + (sample as f64 * ticks_per_sample).round() as u64);
                 if every(f.drop_every, packet) {
                     r.dropped += 1;
                     r.dropped_samples += n as u64;
@@ -314,7 +310,8 @@ impl Emulator {
                     continue;
                 }
                 let dg = &mut buf[used..used + len];
-                f2.frame(dg)
+                cfg.format
+                    .emit_header(dg, packet_seq, ticks, false)
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
                 self.fill(sample, &mut dg[header..]);
                 sample += n as u64;

@@ -187,11 +187,6 @@ impl Format {
         }
     }
 
-    /// Trailer bytes an emitter writes after the payload.
-    pub fn trailer_len(&self) -> usize {
-        0
-    }
-
     /// Parses a datagram.
     pub fn parse(&self, datagram: &[u8]) -> Result<PacketInfo, FormatError> {
         match self {
