@@ -4,9 +4,13 @@
 //!   then runs rustfmt, clippy and every test of the workspace.
 //! * `cargo xtask fuzz --seconds S`: runs every `cargo fuzz` target for S seconds from a seed
 //!   corpus of valid packets emitted by `fsdr-net-io` (installs cargo-fuzz when missing).
+//! * `cargo xtask loss [--seconds S] [--rates 100,200,400,800,unpaced] [--find-max]`: what each
+//!   receiver keeps of a paced stream at each offered rate, as tables, CSV and PNG.
 //! * `cargo xtask soak --minutes M`: streams the USRP emulator into `usrp_rx` with faults
 //!   injected at known rates, samples the receiver's memory every second, and checks that every
 //!   sample and every fault is accounted for.
+
+mod loss;
 
 use std::process::Command;
 
@@ -40,6 +44,9 @@ enum Task {
         #[arg(long)]
         target: Option<String>,
     },
+    /// Loss against offered rate for every receiver (fsdr-net flowgraph and engine per backend,
+    /// FutureSDR's UdpSource, a recvmmsg reference): tables, CSV and PNG.
+    Loss(loss::LossArgs),
     /// Stream with injected faults for M minutes and check exact accounting and flat memory.
     Soak {
         /// How long.
@@ -56,12 +63,28 @@ enum Task {
 }
 
 /// Debian packages the test suite and the LTTng tooling use.
-const PACKAGES: &[&str] = &["lttng-tools", "liblttng-ust-dev", "babeltrace2", "iproute2"];
+const PACKAGES: &[&str] = &[
+    "lttng-tools",
+    "liblttng-ust-dev",
+    "babeltrace2",
+    "iproute2",
+    "fonts-dejavu-core",
+];
 
 fn main() -> Result<()> {
     match Cli::parse().task {
         Task::Test { no_install, rest } => test(no_install, &rest),
         Task::Fuzz { seconds, target } => fuzz(seconds, target.as_deref()),
+        Task::Loss(args) => loss::run(args, || {
+            run(cargo().args([
+                "build",
+                "--release",
+                "--example",
+                "loss_rx",
+                "--example",
+                "usrp_sim",
+            ]))
+        }),
         Task::Soak {
             minutes,
             rate,

@@ -1,0 +1,387 @@
+//! One receiver of the loss harness (`cargo xtask loss`): binds, prints `listening on ADDR`,
+//! receives one stream until it has been idle for `--idle` seconds, and prints one line of JSON
+//! with what it delivered, what was lost where, and the CPU time this process used.
+//!
+//! Receivers:
+//! * `flowgraph-<backend>`: fsdr-net's `UdpSource` → counting sink in a FutureSDR flowgraph;
+//! * `engine-<backend>`: the fsdr-net receive engine alone, its consumer on the main thread;
+//! * `futuresdr`: FutureSDR's own `futuresdr::blocks::UdpSource` (defaults) → counting sink;
+//! * `recvmmsg`: a plain `recvmmsg` loop on one thread, the ceiling reference.
+//!
+//! ```text
+//! cargo run --release --example loss_rx -- --receiver flowgraph-mio --format chdr
+//! cargo run --release --example usrp_sim -- --dest 127.0.0.1:PORT --format chdr --duration 5
+//! ```
+
+mod common;
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use fsdr_net::UdpSource;
+use fsdr_net::io::socket::{SocketConfig, open_socket};
+use fsdr_net::io::sys::{RecvBatch, socket_drops};
+use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
+use futuresdr::blocks::NullSink;
+use futuresdr::runtime::dev::prelude::*;
+use futuresdr::runtime::macros::connect;
+use futuresdr::runtime::{Flowgraph, Runtime};
+
+/// Receive one stream and report what was delivered and what it cost.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// flowgraph-<backend>, engine-<backend>, futuresdr or recvmmsg.
+    #[arg(long, default_value = "flowgraph-mio")]
+    receiver: String,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    bind: SocketAddr,
+    /// Wire format of the stream.
+    #[arg(long, default_value = "chdr")]
+    format: Format,
+    /// Datagram size in bytes, header included.
+    #[arg(long, default_value_t = 8000)]
+    size: usize,
+    /// End after this many seconds without a datagram (once the first has arrived).
+    #[arg(long, default_value_t = 0.5)]
+    idle: f64,
+    /// End after this many seconds in any case.
+    #[arg(long, default_value_t = 120.0)]
+    timeout: f64,
+}
+
+/// What one receiver run reports.
+#[derive(Default)]
+struct Outcome {
+    /// Datagrams handed to the consumer (the flowgraph's sink, the engine's consumer, the
+    /// reference loop), counted by their parsed headers.
+    delivered: u64,
+    /// Payload bytes that reached the consumer.
+    bytes: u64,
+    /// Datagrams the kernel dropped at the socket (receive buffer full).
+    kernel_drops: u64,
+    /// Datagrams the receiver dropped after the kernel (its own ring full).
+    overflows: u64,
+    /// Delivered chunks whose header did not parse (misaligned or corrupt output).
+    malformed: u64,
+    /// Seconds from the first to the last datagram.
+    active_seconds: f64,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    futuresdr::runtime::config::set("ctrlport_enable", false);
+    let (kind, backend) = match args.receiver.split_once('-') {
+        Some((k, b)) => (k, Some(b.parse::<Backend>().map_err(anyhow::Error::msg)?)),
+        None => (args.receiver.as_str(), None),
+    };
+    let outcome = match (kind, backend) {
+        ("flowgraph", Some(b)) => flowgraph(&args, b)?,
+        ("engine", Some(b)) => engine(&args, b)?,
+        ("futuresdr", None) => futuresdr_source(&args)?,
+        ("recvmmsg", None) => reference(&args)?,
+        _ => bail!(
+            "unknown receiver {:?}: flowgraph-<backend>, engine-<backend>, futuresdr or recvmmsg",
+            args.receiver
+        ),
+    };
+    let cpu = cpu_seconds();
+    println!(
+        "{}",
+        serde_json::json!({
+            "receiver": args.receiver,
+            "delivered": outcome.delivered,
+            "bytes": outcome.bytes,
+            "kernel_drops": outcome.kernel_drops,
+            "overflows": outcome.overflows,
+            "malformed": outcome.malformed,
+            "active_seconds": outcome.active_seconds,
+            "cpu_seconds": cpu,
+        })
+    );
+    Ok(())
+}
+
+/// Announces the bound address on stdout; the harness starts the sender when it reads it.
+fn announce(addr: SocketAddr) {
+    use std::io::Write;
+    println!("listening on {addr}");
+    let _ = std::io::stdout().flush();
+}
+
+/// User plus system CPU time of this process so far.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct it is given.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn header_len(args: &Args) -> usize {
+    args.format
+        .header_len(matches!(args.format, Format::Chdr | Format::Vrt))
+}
+
+fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
+    let src = UdpSource::<u8>::builder(args.bind.to_string())
+        .backend(backend)
+        .format(args.format)
+        .max_datagram(args.size.max(9000))
+        .stats_interval(None)
+        .finish_after_idle(Duration::from_secs_f64(args.idle))
+        .build()?;
+    let stats = src.stats_handle();
+    announce(src.local_addr());
+    let sink = NullSink::<u8>::new();
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > sink);
+    let running = Runtime::new().start(fg)?;
+    let handle = running.handle();
+    let timeout = Duration::from_secs_f64(args.timeout);
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(timeout);
+        let _ = futuresdr::futures::executor::block_on(handle.stop());
+    });
+    let fg = running.wait()?;
+    drop(watchdog);
+    let bytes = fg.block(&sink)?.n_received() as u64;
+    let s = stats.snapshot();
+    let payload = (args.size - header_len(args)) as u64;
+    Ok(Outcome {
+        delivered: bytes / payload,
+        bytes,
+        kernel_drops: s.kernel_drops,
+        overflows: s.overflow,
+        malformed: s.malformed,
+        active_seconds: 0.0,
+    })
+}
+
+fn engine(args: &Args, backend: Backend) -> Result<Outcome> {
+    let mut cfg = EngineConfig::new(args.bind);
+    cfg.backend = backend;
+    cfg.format = args.format;
+    cfg.slot_size = args.size.max(9000);
+    let mut engine = Engine::start(cfg)?;
+    announce(engine.local_addr());
+    let (mut out, mut first, mut last) = (Outcome::default(), None, Instant::now());
+    let start = Instant::now();
+    let idle = Duration::from_secs_f64(args.idle);
+    let timeout = Duration::from_secs_f64(args.timeout);
+    loop {
+        if let Some(d) = engine.recv_timeout(Duration::from_millis(50)) {
+            last = Instant::now();
+            first.get_or_insert(last);
+            out.delivered += 1;
+            out.bytes += d.payload().len() as u64;
+        } else if first.is_some() && last.elapsed() >= idle || start.elapsed() >= timeout {
+            break;
+        }
+    }
+    let s = engine.shutdown();
+    out.kernel_drops = s.kernel_drops;
+    out.overflows = s.overflow;
+    out.malformed = s.malformed;
+    out.active_seconds = first.map_or(0.0, |f| (last - f).as_secs_f64());
+    Ok(out)
+}
+
+fn reference(args: &Args) -> Result<Outcome> {
+    // The same socket setup as the engine's (receive buffer forced up), then one plain loop.
+    let opened = open_socket(&SocketConfig::new(args.bind), false)?;
+    let fd = opened.socket.as_raw_fd();
+    announce(opened.local_addr);
+    const BATCH: usize = 64;
+    let slot = args.size.max(9000);
+    let mut batch = RecvBatch::new(BATCH);
+    let mut bufs = vec![0u8; BATCH * slot];
+    let (mut out, mut first, mut last) = (Outcome::default(), None, Instant::now());
+    let start = Instant::now();
+    let idle = Duration::from_secs_f64(args.idle);
+    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        for (i, chunk) in bufs.chunks_mut(slot).enumerate() {
+            // SAFETY: the buffers outlive the call and nothing else uses them meanwhile.
+            unsafe { batch.set_buffer(i, chunk.as_mut_ptr(), chunk.len()) };
+        }
+        match batch.recv_mmsg(fd, BATCH) {
+            Ok(n) => {
+                last = Instant::now();
+                first.get_or_insert(last);
+                for (i, chunk) in bufs.chunks(slot).take(n).enumerate() {
+                    let len = batch.meta(i).len.min(slot);
+                    match args.format.parse(&chunk[..len]) {
+                        Ok(info) => {
+                            out.delivered += 1;
+                            out.bytes += info.payload_len as u64;
+                        }
+                        Err(_) => out.malformed += 1,
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if first.is_some() && last.elapsed() >= idle || start.elapsed() >= timeout {
+                    break;
+                }
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut pfd, 1, 50) };
+            }
+            Err(e) => return Err(e).context("recvmmsg"),
+        }
+    }
+    out.kernel_drops = socket_drops(fd).unwrap_or(0) as u64;
+    out.active_seconds = first.map_or(0.0, |f| (last - f).as_secs_f64());
+    Ok(out)
+}
+
+/// Counts what FutureSDR's `UdpSource` delivers: that block writes each datagram whole into
+/// its output, so the stream is cut into `size`-byte chunks and each chunk's header parsed.
+/// Ends once no data came for `idle` after the first.
+#[derive(Block)]
+struct CountSink {
+    #[input]
+    input: DefaultCpuReader<u8>,
+    format: Format,
+    size: usize,
+    idle: Duration,
+    carry: Vec<u8>,
+    out: Outcome,
+    last: Option<Instant>,
+    finished: Arc<AtomicBool>,
+}
+
+impl Kernel for CountSink {
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        _mo: &mut MessageOutputs,
+        _meta: &mut BlockMeta,
+    ) -> Result<()> {
+        let data = self.input.slice();
+        let n = data.len();
+        if n > 0 {
+            self.last = Some(Instant::now());
+            let mut rest = data;
+            while !rest.is_empty() {
+                let take = (self.size - self.carry.len()).min(rest.len());
+                self.carry.extend_from_slice(&rest[..take]);
+                rest = &rest[take..];
+                if self.carry.len() == self.size {
+                    match self.format.parse(&self.carry) {
+                        Ok(info) => {
+                            self.out.delivered += 1;
+                            self.out.bytes += info.payload_len as u64;
+                        }
+                        Err(_) => self.out.malformed += 1,
+                    }
+                    self.carry.clear();
+                }
+            }
+            self.input.consume(n);
+        }
+        match self.last {
+            Some(t) if t.elapsed() >= self.idle => {
+                io.finished = true;
+                self.finished.store(true, Ordering::Relaxed);
+            }
+            Some(t) => io.block_on(futuresdr::runtime::Timer::after(
+                self.idle.saturating_sub(t.elapsed()),
+            )),
+            None => io.block_on(futuresdr::runtime::Timer::after(Duration::from_millis(100))),
+        }
+        Ok(())
+    }
+}
+
+/// Kernel drops of the UDP socket bound to `port` on loopback, from /proc/net/udp (FutureSDR's
+/// block keeps its socket to itself).
+fn proc_udp_drops(port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/udp").ok()?;
+    let want = format!(":{port:04X}");
+    table.lines().skip(1).find_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        (cols.get(1)?.ends_with(&want)).then(|| cols.last()?.parse().ok())?
+    })
+}
+
+fn futuresdr_source(args: &Args) -> Result<Outcome> {
+    // The block binds in init(); pick a free port first so the address can be announced.
+    let port = match args.bind.port() {
+        0 => std::net::UdpSocket::bind(args.bind)?.local_addr()?.port(),
+        p => p,
+    };
+    let addr = SocketAddr::new(args.bind.ip(), port);
+    let src = futuresdr::blocks::UdpSource::<u8>::new(addr.to_string(), args.size);
+    let finished = Arc::new(AtomicBool::new(false));
+    let sink = CountSink {
+        input: Default::default(),
+        format: args.format,
+        size: args.size,
+        idle: Duration::from_secs_f64(args.idle),
+        carry: Vec::with_capacity(args.size),
+        out: Outcome::default(),
+        last: None,
+        finished: finished.clone(),
+    };
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > sink);
+    let running = Runtime::new().start(fg)?;
+    // Wait until the block has bound its socket.
+    let bound = Instant::now();
+    while proc_udp_drops(port).is_none() {
+        if bound.elapsed() > Duration::from_secs(10) {
+            bail!("FutureSDR's UdpSource did not bind {addr}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    announce(addr);
+    let handle = running.handle();
+    // The block awaits recv_from inside work() and so never sees that its sink finished; empty
+    // datagrams, sent once the sink is done, wake it so that it can end. The same thread keeps
+    // the socket's last drop count, read before the block closes it (and before any wake-up
+    // datagram could add to it).
+    let drops = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let side = {
+        let (drops, done, finished) = (drops.clone(), done.clone(), finished.clone());
+        let timeout = Duration::from_secs_f64(args.timeout);
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            let kick = std::net::UdpSocket::bind((addr.ip(), 0)).ok();
+            while !done.load(Ordering::Relaxed) {
+                if finished.load(Ordering::Relaxed) {
+                    if let Some(k) = &kick {
+                        let _ = k.send_to(&[], addr);
+                    }
+                } else if let Some(d) = proc_udp_drops(port) {
+                    drops.store(d, Ordering::Relaxed);
+                }
+                if start.elapsed() > timeout {
+                    let _ = futuresdr::futures::executor::block_on(handle.stop());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let mut fg = running.wait()?;
+    done.store(true, Ordering::Relaxed);
+    let _ = side.join();
+    let mut out = std::mem::take(&mut fg.block_mut(&sink)?.out);
+    out.kernel_drops = drops.load(Ordering::Relaxed);
+    Ok(out)
+}
