@@ -76,6 +76,8 @@ struct Outcome {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    // Logs go to stderr: stdout carries the address line and the JSON result.
+    common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let (kind, backend) = match args.receiver.split_once('-') {
         Some((k, b)) => (k, Some(b.parse::<Backend>().map_err(anyhow::Error::msg)?)),
@@ -141,11 +143,12 @@ fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
         .finish_after_idle(Duration::from_secs_f64(args.idle))
         .build()?;
     let stats = src.stats_handle();
-    announce(src.local_addr());
+    let local = src.local_addr();
     let sink = NullSink::<u8>::new();
     let mut fg = Flowgraph::new();
     connect!(fg, src > sink);
     let running = Runtime::new().start(fg)?;
+    announce(local);
     let handle = running.handle();
     let timeout = Duration::from_secs_f64(args.timeout);
     let watchdog = std::thread::spawn(move || {

@@ -214,10 +214,16 @@ impl Harness {
             .stderr(Stdio::inherit())
             .spawn()
             .context("starting loss_rx")?;
-        // The first line names the bound address.
+        // The first line names the bound address; the rest is read by a thread all along, so
+        // that nothing the receiver prints can block it on a full pipe.
         let mut first = String::new();
         let mut reader = BufReader::new(rx.stdout.take().context("loss_rx stdout")?);
         reader.read_line(&mut first)?;
+        let rest = std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
+            rest
+        });
         let Some(addr) = first.trim().strip_prefix("listening on ") else {
             let _ = rx.kill();
             bail!("{receiver}: expected `listening on ADDR`, got {first:?}");
@@ -239,9 +245,7 @@ impl Harness {
         }
         let mut tx = tx.spawn().context("starting usrp_sim")?;
         let sent = read_json_line(&mut tx).context("usrp_sim")?;
-        rx.stdout = None;
-        let mut rest = String::new();
-        std::io::Read::read_to_string(&mut reader, &mut rest)?;
+        let rest = rest.join().unwrap_or_default();
         let status = rx.wait()?;
         if !status.success() {
             bail!("loss_rx --receiver {receiver} failed: {status}");

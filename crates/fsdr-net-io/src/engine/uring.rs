@@ -78,6 +78,12 @@ pub(super) fn start(
         .ok()
         .and_then(|a| a.as_socket())
         .ok_or_else(|| EngineError::Spawn(std::io::Error::other("socket has no address")))?;
+    // io_uring honours O_NONBLOCK: on a non-blocking socket a receive with no datagram queued
+    // completes at once with EAGAIN instead of waiting, and every operation spins (found by
+    // `cargo xtask loss`: under load the receive thread spent its time failing and logging).
+    // On a blocking socket the kernel arms a poll and completes the receive when data comes;
+    // the thread itself never blocks in it.
+    socket.set_nonblocking(false).map_err(EngineError::Spawn)?;
     let target = wake_target(local);
     let waker = UdpSocket::bind(match target {
         SocketAddr::V4(_) => SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -207,7 +213,13 @@ async fn receive(
                 if w.stopping() {
                     return;
                 }
-                tracing::warn!(error = %e, "io_uring recv_from failed");
+                if e.kind() == std::io::ErrorKind::WouldBlock {
+                    // Not expected on a blocking socket; retried, and logged only at debug
+                    // level so that a burst of them cannot stall the thread on its log.
+                    tracing::debug!("io_uring recv_from: EAGAIN");
+                } else {
+                    tracing::warn!(error = %e, "io_uring recv_from failed");
+                }
             }
         }
     }

@@ -1,0 +1,176 @@
+//! sender → source → `Head` → `NullSink` in a FutureSDR flowgraph: fsdr-net's `UdpSource` for
+//! each backend, and FutureSDR's own `futuresdr::blocks::UdpSource`, in one criterion group and
+//! fed by the same sender (8000-byte raw datagrams on loopback, its own thread).
+//!
+//! One iteration is `PER_ITER` datagrams' payload reaching the sink (enough to make a new
+//! flowgraph's first wake-up negligible). The sender keeps at most
+//! `WINDOW` datagrams in flight beyond what the sink has counted (and sends on after `STALL`
+//! without progress, so a source that loses datagrams pays for them in time rather than
+//! hanging the run). It thus runs as fast as the flowgraph drains, instead of flooding two
+//! cores with datagrams nobody can take (`cargo xtask loss` measures that overload case).
+//! Each sample builds a new flowgraph; the time runs from the sender's start to the end of
+//! the flowgraph. `cargo bench --bench flowgraph`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use fsdr_net::UdpSource;
+use fsdr_net::io::send::Sender;
+use fsdr_net::io::send::SenderConfig;
+use fsdr_net::io::{Backend, Format};
+use futuresdr::blocks::Head;
+use futuresdr::runtime::dev::prelude::*;
+use futuresdr::runtime::macros::connect;
+use futuresdr::runtime::{Flowgraph, Runtime};
+
+const SIZE: usize = 8000;
+/// Datagrams the sender may have in flight beyond what the sink counted (16 MB).
+const WINDOW: u64 = 2048;
+/// After this long without progress at the sink, the sender sends on regardless.
+const STALL: Duration = Duration::from_millis(2);
+/// Datagrams per iteration.
+const PER_ITER: u64 = 1000;
+/// Datagrams per send call.
+const BATCH: usize = 32;
+
+/// A null sink that publishes how many bytes it consumed.
+#[derive(Block)]
+struct CountingSink {
+    #[input]
+    input: DefaultCpuReader<u8>,
+    count: Arc<AtomicU64>,
+}
+
+impl Kernel for CountingSink {
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        _mo: &mut MessageOutputs,
+        _meta: &mut BlockMeta,
+    ) -> Result<()> {
+        let n = self.input.slice().len();
+        self.input.consume(n);
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        if self.input.finished() {
+            io.finished = true;
+        }
+        Ok(())
+    }
+}
+
+/// Sends raw datagrams to `to`, at most `WINDOW` ahead of the sink's count, until the sink
+/// has `target` bytes (or the flag is set); returns how long that took.
+fn sender(
+    to: SocketAddr,
+    count: Arc<AtomicU64>,
+    target: u64,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Option<Duration>> {
+    std::thread::spawn(move || {
+        let mut tx = Sender::new(&SenderConfig::new(to)).ok()?;
+        let start = Instant::now();
+        let buf = vec![0x11u8; SIZE * BATCH];
+        let (mut sent, mut seen, mut progress) = (0u64, 0u64, Instant::now());
+        while !stop.load(Ordering::Relaxed) {
+            let bytes = count.load(Ordering::Relaxed);
+            if bytes >= target {
+                return Some(start.elapsed());
+            }
+            let delivered = bytes / SIZE as u64;
+            if delivered != seen {
+                (seen, progress) = (delivered, Instant::now());
+            }
+            if sent < delivered + WINDOW || progress.elapsed() > STALL {
+                if tx.send_segments(&buf, SIZE).is_ok() {
+                    sent += BATCH as u64;
+                }
+                if progress.elapsed() > STALL {
+                    progress = Instant::now();
+                }
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+        None
+    })
+}
+
+/// Runs `fg` while the sender streams to `to`; returns the time from the sender's start until
+/// the sink had `target` bytes (the flowgraph's start and teardown are not timed).
+fn run_with_sender(fg: Flowgraph, to: SocketAddr, count: Arc<AtomicU64>, target: u64) -> Duration {
+    let running = Runtime::new().start(fg).expect("start flowgraph");
+    let stop = Arc::new(AtomicBool::new(false));
+    let tx = sender(to, count, target, stop.clone());
+    running.wait().expect("flowgraph run");
+    stop.store(true, Ordering::Relaxed);
+    tx.join()
+        .ok()
+        .flatten()
+        .expect("the sink received every byte that Head let through")
+}
+
+fn fsdr_net_source(backend: Backend, datagrams: u64) -> anyhow::Result<Duration> {
+    let src = UdpSource::<u8>::builder("127.0.0.1:0")
+        .backend(backend)
+        .format(Format::Raw)
+        .stats_interval(None)
+        .build()?;
+    let to = src.local_addr();
+    let head = Head::<u8>::new(datagrams * SIZE as u64);
+    let count = Arc::new(AtomicU64::new(0));
+    let sink = CountingSink {
+        input: Default::default(),
+        count: count.clone(),
+    };
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > head > sink);
+    Ok(run_with_sender(fg, to, count, datagrams * SIZE as u64))
+}
+
+fn futuresdr_source(datagrams: u64) -> anyhow::Result<Duration> {
+    // The block binds in init(): reserve a free port for it.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let to: SocketAddr = ([127, 0, 0, 1], port).into();
+    let src = futuresdr::blocks::UdpSource::<u8>::new(to.to_string(), SIZE);
+    let head = Head::<u8>::new(datagrams * SIZE as u64);
+    let count = Arc::new(AtomicU64::new(0));
+    let sink = CountingSink {
+        input: Default::default(),
+        count: count.clone(),
+    };
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > head > sink);
+    // The sender keeps sending until the graph ends, which also wakes the block's pending
+    // recv_from so that it sees Head finish.
+    Ok(run_with_sender(fg, to, count, datagrams * SIZE as u64))
+}
+
+fn flowgraph(c: &mut Criterion) {
+    futuresdr::runtime::config::set("ctrlport_enable", false);
+    let mut group = c.benchmark_group(format!("flowgraph/{SIZE}B"));
+    group.throughput(Throughput::Bytes(PER_ITER * SIZE as u64));
+    for &backend in Backend::ALL {
+        group.bench_function(format!("fsdr-net-{}", backend.name()), |b| {
+            b.iter_custom(|n| fsdr_net_source(backend, n * PER_ITER).expect("fsdr-net flowgraph"))
+        });
+    }
+    group.bench_function("futuresdr-UdpSource", |b| {
+        b.iter_custom(|n| futuresdr_source(n * PER_ITER).expect("FutureSDR flowgraph"))
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(10);
+    targets = flowgraph
+}
+criterion_main!(benches);
