@@ -22,7 +22,7 @@ use common::{FaultArgs, Mode, SignalArg, format_for, parse_f64};
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Signal};
 use fsdr_net::io::{Backend, Format, Stats};
 use fsdr_net::sample::IqOrder;
-use fsdr_net::{RampCheck, RampSample, UdpSource, UdpSourceBuilder};
+use fsdr_net::{ProbeSink, RampCheck, RampSample, UdpSource, UdpSourceBuilder};
 use futuresdr::blocks::FileSink;
 use futuresdr::runtime::macros::connect;
 use futuresdr::runtime::{Flowgraph, Runtime};
@@ -37,6 +37,12 @@ struct Args {
     /// Receive backend.
     #[arg(long, default_value = "mio")]
     backend: Backend,
+    /// Mark every N-th sample with LTTng events (`fsdr_net:arrival` in the source with the
+    /// datagram's arrival time, `fsdr_net:rx` in a probe sink beside the main sink), for
+    /// network-arrival-to-sink latency (`cargo xtask latency --usrp`). Needs the `lttng`
+    /// feature to record anything.
+    #[arg(long)]
+    probe: Option<u64>,
     /// raw_payload (samples only) or full_packet (CHDR).
     #[arg(long, value_enum, default_value = "full_packet")]
     mode: Mode,
@@ -104,6 +110,9 @@ fn build<T: RampSample>(
         .tick_rate(args.tick_rate)
         .sample_rate(args.rate)
         .stats_interval(None);
+    if let Some(g) = args.probe {
+        b = b.probe(g);
+    }
     // A device stream ends after --idle-timeout of silence; the in-process emulator's stream
     // ends when the emulator stops, and everything it sent is drained before the summary.
     let idle = if args.listen.is_some() {
@@ -123,8 +132,12 @@ fn run_flowgraph<T: RampSample>(
 ) -> Result<Outcome> {
     let stats = src.stats_handle();
     let sink = RampCheck::<T>::new(check);
+    let probe = src.probe_spec().map(ProbeSink::<T>::new);
     let mut fg = Flowgraph::new();
     connect!(fg, src > sink);
+    if let Some(probe) = probe {
+        connect!(fg, src > probe);
+    }
     if let Some(path) = &args.output {
         let file = FileSink::<T>::new(path);
         connect!(fg, src > file);

@@ -13,7 +13,10 @@ use futuresdr::runtime::Timer;
 use futuresdr::runtime::dev::prelude::*;
 use num_complex::Complex32;
 
+use crate::probe::ProbeSpec;
 use crate::sample::{Decoder, IqOrder, PlainItem};
+use fsdr_net_io::ArrivalClock;
+use fsdr_net_lttng::Marks;
 
 /// Tag name at the first item after missed frames (or at the first inserted zero):
 /// `Tag::NamedUsize(TAG_MISSED, frames)`.
@@ -44,9 +47,19 @@ pub struct UdpSourceBuilder<T> {
     tick_rate: f64,
     ticks_per_item: Option<f64>,
     idle_finish: Option<Duration>,
+    probe_granularity: Option<u64>,
 }
 
 impl<T: PlainItem> UdpSourceBuilder<T> {
+    /// Fire `fsdr_net:arrival` at every `granularity`-th output item, with the time its
+    /// datagram left the kernel, so that a [`ProbeSink`](crate::ProbeSink) built from
+    /// [`UdpSource::probe_spec`] measures network-arrival-to-sink latency. (The per-datagram
+    /// `fsdr_net:packet` event fires whenever tracing is compiled in.)
+    pub fn probe(mut self, granularity: u64) -> Self {
+        self.probe_granularity = Some(granularity.max(1));
+        self
+    }
+
     /// End the stream (the block finishes) once no datagram has arrived for this long, after
     /// the first one (default: never).
     pub fn finish_after_idle(mut self, idle: Duration) -> Self {
@@ -171,6 +184,7 @@ impl<T: PlainItem> UdpSourceBuilder<T> {
             .map_err(|e| EngineError::Config(format!("bind address {:?}: {e}", self.bind)))?;
         let max_items = cfg.slot_size / self.decoder.wire_bytes + 1;
         let engine = Engine::start(cfg)?;
+        let block = fsdr_net_lttng::next_block_id();
         let mut output = DefaultCpuWriter::<T>::default();
         output.set_min_buffer_size_in_items(self.buffer_datagrams * max_items);
         Ok(UdpSource {
@@ -199,6 +213,13 @@ impl<T: PlainItem> UdpSourceBuilder<T> {
                 zeros_inserted: 0,
                 missed_items: 0,
                 last_data: None,
+                trace: TraceState {
+                    block,
+                    marks: self.probe_granularity.map(|g| Marks::new(block, g)),
+                    staged_arrival: 0,
+                    packets: 0,
+                    realtime_minus_monotonic: realtime_minus_monotonic(),
+                },
             },
         })
     }
@@ -299,6 +320,69 @@ struct SourceState<T> {
     missed_items: u64,
     /// When the last datagram was taken (None before the first).
     last_data: Option<Instant>,
+    trace: TraceState,
+}
+
+/// What the tracepoints of a source need.
+struct TraceState {
+    /// Pipe id of this source (the `block` field of its events).
+    block: u64,
+    /// Marks of output items, when `probe` was asked for.
+    marks: Option<Marks>,
+    /// Arrival time (CLOCK_MONOTONIC ns) of the staged datagram.
+    staged_arrival: u64,
+    /// Datagrams handed over (the `seq` of `packet` events for formats without numbers).
+    packets: u64,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, to express kernel timestamps on LTTng's clock.
+    realtime_minus_monotonic: i128,
+}
+
+/// CLOCK_REALTIME minus CLOCK_MONOTONIC in nanoseconds, read now.
+fn realtime_minus_monotonic() -> i128 {
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    real - fsdr_net_io::sys::monotonic_ns() as i128
+}
+
+impl TraceState {
+    /// (arrival on CLOCK_MONOTONIC, kernel timestamp on CLOCK_REALTIME or 0) of a datagram.
+    fn times(&self, d: &fsdr_net_io::Datagram<'_>) -> (u64, u64) {
+        let a = d.meta().arrival;
+        match a.clock {
+            ArrivalClock::Monotonic => (a.ns, 0),
+            ArrivalClock::Kernel => {
+                let mono = a.ns as i128 - self.realtime_minus_monotonic;
+                (mono.max(0) as u64, a.ns)
+            }
+        }
+    }
+
+    /// `n` output items that came from no datagram (zeros for a gap): counted, not marked.
+    fn skip(&mut self, n: usize) {
+        if let Some(m) = self.marks.as_mut() {
+            m.advance(n as u64, |_, _| {});
+        }
+    }
+
+    /// `n` output items from a datagram that arrived at `arrival_ns`.
+    fn items(&mut self, n: usize, arrival_ns: u64) {
+        if let Some(m) = self.marks.as_mut() {
+            m.advance(n as u64, |block, seq| {
+                fsdr_net_lttng::arrival(block, seq, arrival_ns)
+            });
+        }
+    }
+
+    /// A datagram handed over: the `packet` event (when a session records it).
+    fn packet(&mut self, d: &fsdr_net_io::Datagram<'_>) {
+        self.packets += 1;
+        if fsdr_net_lttng::packet_enabled() {
+            let (arrival, kernel) = self.times(d);
+            let seq = d.info().seq.unwrap_or(self.packets - 1);
+            fsdr_net_lttng::packet(self.block, seq, d.payload().len() as u64, arrival, kernel);
+        }
+    }
 }
 
 impl<T: PlainItem> UdpSource<T> {
@@ -314,7 +398,17 @@ impl<T: PlainItem> UdpSource<T> {
             tick_rate: 1.0,
             ticks_per_item: None,
             idle_finish: None,
+            probe_granularity: None,
         }
+    }
+
+    /// The pipe this source starts when built with
+    /// [`probe`](UdpSourceBuilder::probe): build its [`ProbeSink`](crate::ProbeSink) from it.
+    pub fn probe_spec(&self) -> Option<ProbeSpec> {
+        self.st.trace.marks.as_ref().map(|m| ProbeSpec {
+            block: m.block(),
+            granularity: m.granularity(),
+        })
     }
 
     /// The bound address (with the port the kernel chose for port 0).
@@ -402,6 +496,7 @@ impl<T: PlainItem> UdpSource<T> {
             if st.zeros_pending > 0 {
                 let n = st.zeros_pending.min(out.len());
                 out[..n].fill(T::default());
+                st.trace.skip(n);
                 written += n;
                 st.zeros_pending -= n;
                 if st.zeros_pending > 0 {
@@ -423,7 +518,9 @@ impl<T: PlainItem> UdpSource<T> {
                 let fit = ((out.len() - written) * wb).min(rest.len());
                 let fit = fit - fit % wb;
                 let take = if fit == 0 { rest.len().min(wb) } else { fit };
-                written += st.decode_into(&rest[..take], &mut out[written..]);
+                let n = st.decode_into(&rest[..take], &mut out[written..]);
+                st.trace.items(n, st.trace.staged_arrival);
+                written += n;
                 st.staged_pos += take;
                 st.staged = staged;
                 if st.staged_pos < st.staged.len() {
@@ -462,6 +559,7 @@ impl<T: PlainItem> UdpSource<T> {
                         st.zeros_inserted += items as u64;
                         let n = items.min(out.len() - written);
                         out[written..written + n].fill(T::default());
+                        st.trace.skip(n);
                         written += n;
                         at = written;
                         // The datagram must fit after the zeros; otherwise it waits, staged.
@@ -472,6 +570,8 @@ impl<T: PlainItem> UdpSource<T> {
                             st.staged.clear();
                             st.staged.extend_from_slice(payload);
                             st.staged_pos = 0;
+                            st.trace.staged_arrival = st.trace.times(&d).0;
+                            st.trace.packet(&d);
                             let n_items = payload.len() / wb;
                             st.staged_tags = st.time_tags(&d, true, n_items);
                             stop = Stop::OutputFull;
@@ -480,6 +580,11 @@ impl<T: PlainItem> UdpSource<T> {
                     }
                 }
                 let n = st.decode_into(payload, &mut out[written..]);
+                st.trace.packet(&d);
+                if st.trace.marks.is_some() {
+                    let arrival = st.trace.times(&d).0;
+                    st.trace.items(n, arrival);
+                }
                 for t in st.time_tags(&d, missed > 0 || restart, n) {
                     tags.add_tag(at, t);
                 }

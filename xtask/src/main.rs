@@ -6,10 +6,15 @@
 //!   corpus of valid packets emitted by `fsdr-net-io` (installs cargo-fuzz when missing).
 //! * `cargo xtask loss [--seconds S] [--rates 100,200,400,800,unpaced] [--find-max]`: what each
 //!   receiver keeps of a paced stream at each offered rate, as tables, CSV and PNG.
+//! * `cargo xtask latency --pipes P --stages S [--granularity G] [--scheduler smol|flow]`:
+//!   records an LTTng trace of `examples/latency.rs` and prints p50/p99 per pipe (`--usrp`:
+//!   network arrival to sink through `usrp_rx`).
+//! * `cargo xtask probe-bench`: what the probes cost, without the feature, with it, recording.
 //! * `cargo xtask soak --minutes M`: streams the USRP emulator into `usrp_rx` with faults
 //!   injected at known rates, samples the receiver's memory every second, and checks that every
 //!   sample and every fault is accounted for.
 
+mod latency;
 mod loss;
 
 use std::process::Command;
@@ -47,6 +52,12 @@ enum Task {
     /// Loss against offered rate for every receiver (fsdr-net flowgraph and engine per backend,
     /// FutureSDR's UdpSource, a recvmmsg reference): tables, CSV and PNG.
     Loss(loss::LossArgs),
+    /// Record an LTTng trace of the latency example (or usrp_rx with --usrp) and print the
+    /// latency distribution per pipe (needs root and the LTTng packages).
+    Latency(latency::LatencyArgs),
+    /// The probe benchmark in three modes: tracepoints compiled out, compiled in without a
+    /// session, and recording (needs root and the LTTng packages).
+    ProbeBench,
     /// Stream with injected faults for M minutes and check exact accounting and flat memory.
     Soak {
         /// How long.
@@ -75,6 +86,8 @@ fn main() -> Result<()> {
     match Cli::parse().task {
         Task::Test { no_install, rest } => test(no_install, &rest),
         Task::Fuzz { seconds, target } => fuzz(seconds, target.as_deref()),
+        Task::Latency(args) => latency::run(args),
+        Task::ProbeBench => latency::probe_bench(std::path::Path::new("target/fsdr-net")),
         Task::Loss(args) => loss::run(args, || {
             run(cargo().args([
                 "build",
@@ -154,6 +167,19 @@ fn test(no_install: bool, rest: &[String]) -> Result<()> {
         "-D",
         "warnings",
     ]))?;
+    // The real tracepoints (FFI and C provider) are checked where their headers exist.
+    if installed("liblttng-ust-dev") {
+        run(cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--features",
+            "lttng",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+    }
     run(cargo()
         .args(["test", "--workspace", "--all-targets"])
         .args(rest))?;

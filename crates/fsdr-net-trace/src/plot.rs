@@ -99,6 +99,8 @@ pub struct Chart {
     pub y_range: Option<(f64, f64)>,
     /// Logarithmic x axis (for latency distributions spanning decades).
     pub log_x: bool,
+    /// Legend in the upper left corner (where a CDF leaves room) instead of the lower left.
+    pub legend_upper_left: bool,
 }
 
 impl Chart {
@@ -110,6 +112,7 @@ impl Chart {
             y_label: y_label.into(),
             y_range: None,
             log_x: false,
+            legend_upper_left: false,
         }
     }
 }
@@ -183,7 +186,11 @@ pub fn line_chart(path: &Path, chart: &Chart, series: &[Series]) -> Result<(), P
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
                 .label_font(("sans-serif", 14))
-                .position(SeriesLabelPosition::LowerLeft)
+                .position(if chart.legend_upper_left {
+                    SeriesLabelPosition::UpperLeft
+                } else {
+                    SeriesLabelPosition::LowerLeft
+                })
                 .draw()
                 .map_err(|e| draw_err(path, e))?;
         }};

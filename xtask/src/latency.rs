@@ -1,0 +1,265 @@
+//! `cargo xtask latency`: records an LTTng trace of the latency example (or of `usrp_rx` with
+//! `--usrp`) with the session settings of `tracing/session.sh`, analyses it with
+//! `fsdr-net-trace`, and prints the table and the paths of the CSV and PNG.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use fsdr_net_trace::analysis::Pairing;
+use fsdr_net_trace::{AnalyzeOptions, analyze};
+use serde_json::Value;
+
+/// What `cargo xtask latency` was asked for.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LatencyArgs {
+    /// Parallel pipes.
+    #[arg(long, default_value_t = 2)]
+    pub pipes: usize,
+    /// Copy stages per pipe.
+    #[arg(long, default_value_t = 2)]
+    pub stages: usize,
+    /// Items between two marks.
+    #[arg(long, default_value_t = 32768)]
+    pub granularity: u64,
+    /// Scheduler of the example: smol, smol1 or flow.
+    #[arg(long, default_value = "smol")]
+    pub scheduler: String,
+    /// Items per pipe (default 1e8 for the example; for --usrp, none: --seconds decides).
+    #[arg(long)]
+    pub items: Option<String>,
+    /// Instead of the example: usrp_rx with its built-in emulator, network arrival to sink.
+    #[arg(long)]
+    pub usrp: bool,
+    /// --usrp: sample rate of the emulator.
+    #[arg(long, default_value = "50e6")]
+    pub rate: String,
+    /// --usrp: seconds of stream.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Output folder for the trace, CSV and PNG.
+    #[arg(long, default_value = "target/fsdr-net")]
+    pub out: PathBuf,
+}
+
+/// Destroys the session even when a later step fails.
+struct Session {
+    name: String,
+    stopped: bool,
+}
+
+impl Session {
+    fn start(name: &str, out: &Path) -> Result<Session> {
+        crate::run(
+            Command::new("tracing/session.sh")
+                .args(["start", name])
+                .arg(out),
+        )?;
+        Ok(Session {
+            name: name.into(),
+            stopped: false,
+        })
+    }
+
+    /// Stops and destroys; returns what `lttng list` said of discarded events.
+    fn stop(&mut self) -> Result<String> {
+        self.stopped = true;
+        let out = Command::new("tracing/session.sh")
+            .args(["stop", &self.name])
+            .output()
+            .context("running tracing/session.sh stop")?;
+        if !out.status.success() {
+            bail!(
+                "stopping the session failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = Command::new("lttng").args(["destroy", &self.name]).output();
+        }
+    }
+}
+
+fn need(cmd: &str, package: &str) -> Result<()> {
+    if Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        Ok(())
+    } else {
+        bail!("`{cmd}` not found: install Debian's {package} (`cargo xtask test` does, as root)")
+    }
+}
+
+/// Runs one traced measurement and prints its analysis.
+pub fn run(args: LatencyArgs) -> Result<()> {
+    need("lttng", "lttng-tools")?;
+    need("babeltrace2", "babeltrace2")?;
+    if args.pipes == 0 || args.granularity == 0 {
+        bail!("--pipes and --granularity must be at least 1");
+    }
+    let example = if args.usrp { "usrp_rx" } else { "latency" };
+    crate::run(crate::cargo().args([
+        "build",
+        "--release",
+        "--features",
+        "lttng",
+        "--example",
+        example,
+    ]))?;
+    std::fs::create_dir_all(&args.out)?;
+    let out = std::fs::canonicalize(&args.out)?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let name = format!("fsdr-net-{}-{stamp}", std::process::id());
+    let trace = out.join(format!("trace-{example}-{stamp}"));
+    let mut cmd = Command::new(format!("target/release/examples/{example}"));
+    cmd.env("LTTNG_UST_ALLOW_BLOCKING", "1");
+    let pairing;
+    if args.usrp {
+        pairing = Pairing::NetworkRx;
+        cmd.args(["--json", "--rate", &args.rate])
+            .args(["--duration", &args.seconds.to_string()])
+            .args(["--probe", &args.granularity.to_string()]);
+    } else {
+        pairing = Pairing::TxRx;
+        cmd.arg("--json")
+            .args(["--pipes", &args.pipes.to_string()])
+            .args(["--stages", &args.stages.to_string()])
+            .args(["--granularity", &args.granularity.to_string()])
+            .args(["--scheduler", &args.scheduler])
+            .args(["--items", args.items.as_deref().unwrap_or("1e8")]);
+    }
+    let mut session = Session::start(&name, &trace)?;
+    eprintln!("xtask: {cmd:?}");
+    let result = cmd.output().context("running the traced program")?;
+    let discarded = session.stop()?;
+    if !result.status.success() {
+        bail!(
+            "{example} failed ({}): {}",
+            result.status,
+            String::from_utf8_lossy(&result.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    let run: Value = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .map(serde_json::from_str)
+        .transpose()?
+        .context("the traced program printed no JSON")?;
+    let tag = if args.usrp {
+        format!("usrp-g{}", args.granularity)
+    } else {
+        format!(
+            "p{}-s{}-g{}-{}",
+            args.pipes, args.stages, args.granularity, args.scheduler
+        )
+    };
+    let csv = out.join(format!("latency-{tag}.csv"));
+    let png = out.join(format!("latency-{tag}.png"));
+    let analysed = analyze(&AnalyzeOptions {
+        trace: trace.clone(),
+        pairing,
+        csv: Some(csv.clone()),
+        png: Some(png.clone()),
+    })?;
+    println!(
+        "{} latency ({}), granularity {} items; lttng: {discarded}\n",
+        if args.usrp {
+            "Network-arrival-to-sink"
+        } else {
+            "Source-to-sink"
+        },
+        pairing.name(),
+        args.granularity,
+    );
+    print!("{}", analysed.table());
+    println!("trace: {}", trace.display());
+    println!("CSV: {}", csv.display());
+    match &analysed.png {
+        Some(Ok(p)) => println!("PNG: {}", p.display()),
+        Some(Err(e)) => println!("PNG: not written: {e}"),
+        None => {}
+    }
+    // The example reports the marks its sinks passed: every one must have been matched.
+    if !args.usrp {
+        let blocks = run["blocks"].as_array().cloned().unwrap_or_default();
+        let marks = run["marks"].as_array().cloned().unwrap_or_default();
+        let mut problems = Vec::new();
+        for (b, m) in blocks.iter().zip(&marks) {
+            let (b, m) = (b.as_u64().unwrap_or(0), m.as_u64().unwrap_or(0));
+            let got = analysed.report.pipes.get(&b).map_or(0, |s| s.count);
+            if got != m {
+                problems.push(format!("pipe {b}: {got} matched of {m} marks"));
+            }
+        }
+        if analysed.read.discarded > 0 {
+            problems.push(format!(
+                "the tracer discarded {} events",
+                analysed.read.discarded
+            ));
+        }
+        if !problems.is_empty() {
+            bail!("incomplete trace: {}", problems.join("; "));
+        }
+        println!(
+            "every mark matched: {} per pipe (items / granularity)",
+            marks.first().and_then(Value::as_u64).unwrap_or(0)
+        );
+    } else {
+        println!(
+            "usrp_rx received {} samples, missed {}",
+            run["received"], run["missed_samples"]
+        );
+    }
+    Ok(())
+}
+
+/// `cargo xtask probe-bench`: the probe benchmark without the feature, with it and no session,
+/// and with it while a session records.
+pub fn probe_bench(out: &Path) -> Result<()> {
+    crate::run(crate::cargo().args(["bench", "--bench", "probe"]))?;
+    need("lttng", "lttng-tools")?;
+    crate::run(crate::cargo().args(["bench", "--bench", "probe", "--features", "lttng"]))?;
+    std::fs::create_dir_all(out)?;
+    let out = std::fs::canonicalize(out)?;
+    let name = format!("fsdr-net-bench-{}", std::process::id());
+    let trace = out.join("trace-probe-bench");
+    let _ = std::fs::remove_dir_all(&trace);
+    let mut session = Session::start(&name, &trace)?;
+    let result = crate::run(
+        crate::cargo()
+            .args(["bench", "--bench", "probe", "--features", "lttng"])
+            .env("FSDR_NET_RECORDING", "1")
+            .env("LTTNG_UST_ALLOW_BLOCKING", "1"),
+    );
+    let discarded = session.stop()?;
+    result?;
+    let size: u64 = walk_size(&trace);
+    println!(
+        "recording session: {discarded}; trace {:.0} MB (removed)",
+        size as f64 / 1e6
+    );
+    let _ = std::fs::remove_dir_all(&trace);
+    Ok(())
+}
+
+fn walk_size(p: &Path) -> u64 {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => std::fs::read_dir(p)
+            .map(|d| d.flatten().map(|e| walk_size(&e.path())).sum())
+            .unwrap_or(0),
+        Ok(m) => m.len(),
+        Err(_) => 0,
+    }
+}
