@@ -46,6 +46,12 @@ unsafe impl PlainItem for u16 {}
 // SAFETY: as above.
 unsafe impl PlainItem for i32 {}
 // SAFETY: as above.
+unsafe impl PlainItem for u32 {}
+// SAFETY: as above.
+unsafe impl PlainItem for i64 {}
+// SAFETY: as above.
+unsafe impl PlainItem for u64 {}
+// SAFETY: as above.
 unsafe impl PlainItem for f32 {}
 // SAFETY: as above.
 unsafe impl PlainItem for f64 {}

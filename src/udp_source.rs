@@ -9,9 +9,12 @@ use fsdr_net_io::socket::{Multicast, SourceFilter};
 use fsdr_net_io::{
     Backend, Engine, EngineConfig, EngineError, Format, SeqEvent, Stats, StatsHandle,
 };
-use futuresdr::runtime::Timer;
 use futuresdr::runtime::dev::prelude::*;
 use num_complex::Complex32;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use crate::probe::ProbeSpec;
 use crate::sample::{Decoder, IqOrder, PlainItem};
@@ -196,6 +199,7 @@ impl<T: PlainItem> UdpSourceBuilder<T> {
             stats_interval: self.stats_interval,
             next_stats: Instant::now() + self.stats_interval.unwrap_or(Duration::ZERO),
             idle_finish: self.idle_finish,
+            deadline: Arc::new(Mutex::new(Deadline::new())),
             st: SourceState {
                 decoder: self.decoder,
                 max_items,
@@ -294,7 +298,55 @@ pub struct UdpSource<T: PlainItem> {
     stats_interval: Option<Duration>,
     next_stats: Instant,
     idle_finish: Option<Duration>,
+    deadline: Arc<Mutex<Deadline>>,
     st: SourceState<T>,
+}
+
+/// One timer kept across `work` calls. Creating a timer per idle wait costs a round trip to
+/// async-io's reactor thread each time: at 20 k wake-ups a second that thread alone took most
+/// of a core (found with `cargo xtask loss` and evenly paced packets). The timer is re-armed
+/// only when the wanted deadline is earlier than the armed one or the armed one has passed;
+/// when it fires early, `work` looks again and re-arms once.
+struct Deadline {
+    timer: async_io::Timer,
+    at: Option<Instant>,
+}
+
+impl Deadline {
+    fn new() -> Self {
+        Deadline {
+            timer: async_io::Timer::never(),
+            at: None,
+        }
+    }
+
+    /// Makes sure the timer fires no later than `at`.
+    fn arm(&mut self, at: Instant, now: Instant) {
+        if self.at.is_none_or(|cur| at < cur || cur <= now) {
+            self.timer.set_at(at);
+            self.at = Some(at);
+        }
+    }
+}
+
+/// Completes when the shared timer fires.
+struct DeadlineWait(Arc<Mutex<Deadline>>);
+
+impl Future for DeadlineWait {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut d = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if d.at.is_none() {
+            return Poll::Pending;
+        }
+        match Pin::new(&mut d.timer).poll(cx) {
+            Poll::Ready(_) => {
+                d.at = None;
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 /// Everything `work` changes besides the output and the engine.
@@ -709,16 +761,19 @@ impl<T: PlainItem> Kernel for UdpSource<T> {
             {
                 deadline = Some(deadline.map_or(d, |x| x.min(d)));
             }
-            io.block_on(async move {
-                match deadline {
-                    Some(at) => {
-                        let sleep =
-                            Box::pin(Timer::after(at.saturating_duration_since(Instant::now())));
-                        futuresdr::futures::future::select(notified, sleep).await;
-                    }
-                    None => notified.await,
+            match deadline {
+                Some(at) => {
+                    self.deadline
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .arm(at, now);
+                    let wait = DeadlineWait(self.deadline.clone());
+                    io.block_on(async move {
+                        futuresdr::futures::future::select(notified, wait).await;
+                    });
                 }
-            });
+                None => io.block_on(notified),
+            }
         }
         Ok(())
     }

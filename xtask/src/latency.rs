@@ -217,6 +217,10 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             marks.first().and_then(Value::as_u64).unwrap_or(0)
         );
     } else {
+        // The same trace from the source's hand-over, to separate network-to-source time.
+        let handover = analyze(&AnalyzeOptions::new(trace.clone(), Pairing::SourceRx))?;
+        println!("\nFrom UdpSource's hand-over to the sink (source-rx):\n");
+        print!("{}", handover.table());
         println!(
             "usrp_rx received {} samples, missed {}",
             run["received"], run["missed_samples"]

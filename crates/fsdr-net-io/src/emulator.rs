@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::format::Format;
 use crate::send::{Pacer, Sender, SenderConfig};
+use crate::sys;
 
 /// Largest datagram a USRP sends on 10 GbE with a standard UHD configuration.
 pub const DATAGRAM_BYTES: usize = 8000;
@@ -85,6 +86,11 @@ pub struct EmulatorConfig {
     pub faults: Faults,
     /// Send unpaced (as fast as possible) instead of at `rate`.
     pub unpaced: bool,
+    /// Paced: the longest stretch of stream sent back to back in one call (at least one
+    /// packet, at most 32). A radio spaces its packets evenly; a sender that emits 32 jumbo
+    /// packets at once overruns a small receive buffer that the radio would not (default
+    /// 50 µs: 5 packets of 8000 bytes at 800 MB/s, 1 packet per call below 160 MB/s).
+    pub burst: Duration,
 }
 
 impl EmulatorConfig {
@@ -104,7 +110,19 @@ impl EmulatorConfig {
             },
             faults: Faults::default(),
             unpaced: false,
+            burst: Duration::from_micros(50),
         }
+    }
+
+    /// Packets per send call: 32 unpaced; paced, as many as `burst` of stream holds (1..=32).
+    pub fn packets_per_call(&self) -> usize {
+        const MAX: usize = 32;
+        if self.unpaced {
+            return MAX;
+        }
+        let full = (self.header_len() + 4 * self.samples_per_packet()) as f64;
+        let bytes_per_s = self.rate / self.samples_per_packet() as f64 * full;
+        ((bytes_per_s * self.burst.as_secs_f64() / full) as usize).clamp(1, MAX)
     }
 
     /// Header bytes per packet.
@@ -274,11 +292,14 @@ impl Emulator {
         let first_seq = cfg.format.first_seq();
         let full = header + 4 * spp;
         const BATCH: usize = 32;
+        let per_call = cfg.packets_per_call();
         // Room for a batch plus duplicates and a held-back reordered packet.
         let mut buf = vec![0u8; full * (2 * BATCH + 2)];
         let mut pacer = (!cfg.unpaced).then(|| {
+            // Sleeps of tens of microseconds need a fine timer slack (Linux's default is 50 µs).
+            sys::set_timer_slack_ns(1_000);
             let bytes_per_s = cfg.rate / spp as f64 * full as f64;
-            Pacer::new(bytes_per_s, full * 4)
+            Pacer::new(bytes_per_s, full * 4.max(per_call))
         });
         let mut r = EmulatorReport {
             spp,
@@ -295,12 +316,14 @@ impl Emulator {
         let mut attempted = 0u64;
         'stream: loop {
             let mut used = 0usize;
+            let mut ended = false;
             sizes.clear();
-            for _ in 0..BATCH {
+            for _ in 0..per_call {
                 if self.stop.load(Ordering::Relaxed)
                     || cfg.samples.is_some_and(|n| sample >= n)
                     || cfg.duration.is_some_and(|d| start.elapsed() >= d)
                 {
+                    ended = true;
                     break;
                 }
                 let n = cfg
@@ -350,6 +373,10 @@ impl Emulator {
                     sizes.push(h.len());
                     used += h.len();
                 }
+            }
+            if used == 0 && !ended {
+                // Every packet of this call was dropped or held back by a fault.
+                continue 'stream;
             }
             if used == 0 {
                 if let Some(h) = held.take() {
@@ -406,6 +433,33 @@ mod tests {
             got.push(b[..n].to_vec());
         }
         (report, got)
+    }
+
+    #[test]
+    fn one_packet_per_call_with_faults_still_sends_the_whole_stream() {
+        let mut c = base(Format::Seq64);
+        c.rate = 1e6; // one packet per call
+        assert_eq!(c.packets_per_call(), 1);
+        c.faults.drop_every = Some(3);
+        c.faults.reorder_every = Some(5);
+        let (r, got) = capture(c);
+        assert_eq!(r.packets_sent + r.dropped, 50, "{r:?}");
+        assert_eq!(r.dropped, 16);
+        assert_eq!(got.len() as u64, r.packets_sent);
+    }
+
+    #[test]
+    fn paced_bursts_follow_the_rate() {
+        let mut c = base(Format::Chdr);
+        c.spp = Some(1996); // 8000-byte packets
+        c.rate = 200e6; // 800 MB/s: 50 µs hold 5 packets
+        assert_eq!(c.packets_per_call(), 5);
+        c.rate = 25e6; // 100 MB/s: one packet per call
+        assert_eq!(c.packets_per_call(), 1);
+        c.rate = 10e9;
+        assert_eq!(c.packets_per_call(), 32);
+        c.unpaced = true;
+        assert_eq!(c.packets_per_call(), 32);
     }
 
     #[test]
