@@ -30,6 +30,7 @@ use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
 use futuresdr::blocks::NullSink;
 use futuresdr::runtime::dev::prelude::*;
 use futuresdr::runtime::macros::connect;
+use futuresdr::runtime::scheduler::SmolScheduler;
 use futuresdr::runtime::{Flowgraph, Runtime};
 
 /// Receive one stream and report what was delivered and what it cost.
@@ -51,6 +52,9 @@ struct Args {
     /// End after this many seconds without a datagram (once the first has arrived).
     #[arg(long, default_value_t = 0.5)]
     idle: f64,
+    /// Flowgraph receivers: FutureSDR smol workers (default: FutureSDR's own, one per core).
+    #[arg(long)]
+    workers: Option<usize>,
     /// End after this many seconds in any case.
     #[arg(long, default_value_t = 120.0)]
     timeout: f64,
@@ -110,6 +114,14 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// The runtime of the flowgraph receivers: FutureSDR's default, or `--workers` smol workers.
+fn runtime(args: &Args) -> Runtime<SmolScheduler> {
+    match args.workers {
+        Some(n) => Runtime::with_scheduler(SmolScheduler::new(n.max(1), false)),
+        None => Runtime::new(),
+    }
+}
+
 /// Announces the bound address on stdout; the harness starts the sender when it reads it.
 fn announce(addr: SocketAddr) {
     use std::io::Write;
@@ -147,7 +159,7 @@ fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
     let sink = NullSink::<u8>::new();
     let mut fg = Flowgraph::new();
     connect!(fg, src > sink);
-    let running = Runtime::new().start(fg)?;
+    let running = runtime(args).start(fg)?;
     announce(local);
     let handle = running.handle();
     let timeout = Duration::from_secs_f64(args.timeout);
@@ -343,7 +355,7 @@ fn futuresdr_source(args: &Args) -> Result<Outcome> {
     };
     let mut fg = Flowgraph::new();
     connect!(fg, src > sink);
-    let running = Runtime::new().start(fg)?;
+    let running = runtime(args).start(fg)?;
     // Wait until the block has bound its socket.
     let bound = Instant::now();
     while proc_udp_drops(port).is_none() {

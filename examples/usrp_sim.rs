@@ -53,6 +53,9 @@ struct Args {
     /// Send as fast as possible instead of at --rate.
     #[arg(long)]
     unpaced: bool,
+    /// Paced: microseconds of stream sent back to back per call (0: one packet per call).
+    #[arg(long, default_value_t = 100.0)]
+    burst_us: f64,
 }
 
 fn main() -> Result<()> {
@@ -72,6 +75,7 @@ fn main() -> Result<()> {
     cfg.signal = args.signal.into();
     cfg.faults = args.faults.into();
     cfg.unpaced = args.unpaced;
+    cfg.burst = Duration::from_secs_f64(args.burst_us.max(0.0) * 1e-6);
     let emulator = Emulator::new(cfg)?;
     let stop = emulator.stop_flag();
     ctrlc::set_handler(move || stop.store(true, std::sync::atomic::Ordering::Relaxed))?;

@@ -56,6 +56,16 @@ pub struct LossArgs {
     /// Bisection steps for --find-max.
     #[arg(long, default_value_t = 4)]
     pub steps: u32,
+    /// Paced sender: microseconds of stream per send call (as a NIC's interrupt moderation
+    /// batches packets); 0 sends packets one at a time, one receiver wake-up each.
+    #[arg(long, default_value_t = 100.0)]
+    pub burst_us: f64,
+    /// FutureSDR smol workers of the flowgraph receivers (fsdr-net's and FutureSDR's UdpSource
+    /// alike); default: one per core less one, the core the receive thread and the kernel's
+    /// packet delivery occupy (FutureSDR's own default, one per core, lost up to 6% at
+    /// 800 MB/s on 2 vCPUs to cross-thread wake-ups). 0: FutureSDR's default.
+    #[arg(long)]
+    pub workers: Option<usize>,
     /// Print JSON instead of the tables.
     #[arg(long)]
     pub json: bool,
@@ -163,6 +173,8 @@ struct Harness {
     spp: usize,
     /// Bytes per datagram as sent (header and whole samples).
     datagram: usize,
+    /// Smol workers of flowgraph receivers (0: FutureSDR's default).
+    workers: usize,
 }
 
 fn read_json_line(child: &mut Child) -> Result<Value> {
@@ -196,18 +208,25 @@ impl Harness {
         cfg.spp = Some((args.size - header) / 4);
         let spp = cfg.samples_per_packet();
         let datagram = header + 4 * spp;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = args.workers.unwrap_or((cores - 1).max(1));
         Ok(Harness {
             args,
             format,
             spp,
             datagram,
+            workers,
         })
     }
 
     /// Runs one receiver at one rate for `seconds`.
     fn cell(&self, receiver: &str, rate: Rate, seconds: f64) -> Result<Cell> {
-        let mut rx = Command::new("target/release/examples/loss_rx")
-            .args(["--receiver", receiver, "--format", self.format.name()])
+        let mut rx = Command::new("target/release/examples/loss_rx");
+        rx.args(["--receiver", receiver, "--format", self.format.name()]);
+        if self.workers > 0 {
+            rx.args(["--workers", &self.workers.to_string()]);
+        }
+        let mut rx = rx
             .args(["--size", &self.datagram.to_string(), "--idle", "0.5"])
             .args(["--timeout", &(seconds + 30.0).to_string()])
             .stdout(Stdio::piped())
@@ -232,6 +251,7 @@ impl Harness {
         let mut tx = Command::new("target/release/examples/usrp_sim");
         tx.args(["--dest", addr, "--format", self.format.name()])
             .args(["--spp", &self.spp.to_string()])
+            .args(["--burst-us", &self.args.burst_us.to_string()])
             .args(["--duration", &seconds.to_string()])
             .stdout(Stdio::piped());
         match rate {
@@ -410,6 +430,8 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             "format": h.format.name(),
             "datagram_bytes": args.size,
             "seconds": args.seconds,
+            "burst_us": args.burst_us,
+            "workers": h.workers,
             "cells": cells.iter().map(Cell::to_json).collect::<Vec<_>>(),
             "max_zero_loss": maxes.iter().map(|m| json!({
                 "receiver": m.receiver, "mbps": m.mbps, "sender_limited": m.sender_limited
@@ -421,10 +443,17 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
     } else {
         let find = |recv: &str, r: Rate| cells.iter().find(|c| c.receiver == recv && c.rate == r);
         println!(
-            "{} datagrams of {} B, {} s per cell; offered = what the sender achieved",
+            "{} datagrams of {} B, {} s per cell, paced in {} µs bursts, flowgraphs on {} smol \
+             workers; offered = what the sender achieved",
             h.format.name(),
             args.size,
-            args.seconds
+            args.seconds,
+            args.burst_us,
+            if h.workers == 0 {
+                "FutureSDR's default".to_string()
+            } else {
+                h.workers.to_string()
+            }
         );
         table(
             "Delivered (% of sent, by sequence-numbered datagrams)",
