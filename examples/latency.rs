@@ -33,9 +33,9 @@ struct Args {
     /// Items between two tracepoint marks.
     #[arg(long, default_value_t = 32768)]
     granularity: u64,
-    /// Items per pipe (accepts 1e8); a multiple of the granularity gives items/granularity
-    /// matched marks per pipe.
-    #[arg(long, default_value = "1e8", value_parser = common::parse_u64)]
+    /// Items per pipe (accepts 1e8). Marks fall on items 0, G, 2G, …, so N items carry
+    /// ⌈N / G⌉ marks: exactly N / G for the default 2^27 and any power-of-two granularity.
+    #[arg(long, default_value = "134217728", value_parser = common::parse_u64)]
     items: u64,
     /// Largest copy per call of a stage.
     #[arg(long, default_value_t = 512)]

@@ -25,7 +25,7 @@ pub struct LatencyArgs {
     /// Scheduler of the example: smol, smol1 or flow.
     #[arg(long, default_value = "smol")]
     pub scheduler: String,
-    /// Items per pipe (default 1e8 for the example; for --usrp, none: --seconds decides).
+    /// Items per pipe (default 2^27 for the example; for --usrp, none: --seconds decides).
     #[arg(long)]
     pub items: Option<String>,
     /// Instead of the example: usrp_rx with its built-in emulator, network arrival to sink.
@@ -136,7 +136,7 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             .args(["--stages", &args.stages.to_string()])
             .args(["--granularity", &args.granularity.to_string()])
             .args(["--scheduler", &args.scheduler])
-            .args(["--items", args.items.as_deref().unwrap_or("1e8")]);
+            .args(["--items", args.items.as_deref().unwrap_or("134217728")]);
     }
     let mut session = Session::start(&name, &trace)?;
     eprintln!("xtask: {cmd:?}");
@@ -213,8 +213,10 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             bail!("incomplete trace: {}", problems.join("; "));
         }
         println!(
-            "every mark matched: {} per pipe (items / granularity)",
-            marks.first().and_then(Value::as_u64).unwrap_or(0)
+            "every mark matched: {} per pipe ({} items / granularity {})",
+            marks.first().and_then(Value::as_u64).unwrap_or(0),
+            run["items"],
+            args.granularity
         );
     } else {
         // The same trace from the source's hand-over, to separate network-to-source time.
