@@ -263,8 +263,19 @@ impl Harness {
                 tx.arg("--unpaced");
             }
         }
-        let mut tx = tx.spawn().context("starting usrp_sim")?;
-        let sent = read_json_line(&mut tx).context("usrp_sim")?;
+        // If the sender fails, the receiver is stopped too rather than left waiting.
+        let sent = tx
+            .spawn()
+            .context("starting usrp_sim")
+            .and_then(|mut tx| read_json_line(&mut tx).context("usrp_sim"));
+        let sent = match sent {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = rx.kill();
+                let _ = rx.wait();
+                return Err(e);
+            }
+        };
         let rest = rest.join().unwrap_or_default();
         let status = rx.wait()?;
         if !status.success() {
