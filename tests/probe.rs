@@ -142,3 +142,29 @@ fn probe_passes_items_and_tags_unchanged() -> anyhow::Result<()> {
     assert_eq!(c.tags, want);
     Ok(())
 }
+
+#[test]
+fn a_probed_udp_source_names_its_pipe_and_its_sink_sees_every_item() -> anyhow::Result<()> {
+    use fsdr_net::UdpSource;
+    use std::time::Duration;
+    let plain = UdpSource::<u8>::builder("127.0.0.1:0").build()?;
+    assert_eq!(plain.probe_spec(), None);
+    let src = UdpSource::<u8>::builder("127.0.0.1:0")
+        .probe(1000)
+        .stats_interval(None)
+        .finish_after_idle(Duration::from_millis(300))
+        .build()?;
+    let spec = src.probe_spec().expect("probed");
+    assert_eq!(spec.granularity, 1000);
+    let to = src.local_addr();
+    let snk = ProbeSink::<u8>::new(spec);
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > snk);
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    for _ in 0..50 {
+        tx.send_to(&[7u8; 1000], to)?;
+    }
+    let fg = run(fg, false);
+    assert_eq!(fg.block(&snk)?.items(), 50_000);
+    Ok(())
+}

@@ -150,13 +150,7 @@ pub fn run(args: LatencyArgs) -> Result<()> {
         );
     }
     let stdout = String::from_utf8_lossy(&result.stdout);
-    let run: Value = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .map(serde_json::from_str)
-        .transpose()?
-        .context("the traced program printed no JSON")?;
+    let run = crate::last_json(&stdout).context("the traced program's result")?;
     let tag = if args.usrp {
         format!("usrp-g{}", args.granularity)
     } else {

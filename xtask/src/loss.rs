@@ -186,12 +186,7 @@ fn read_json_line(child: &mut Child) -> Result<Value> {
     if !status.success() {
         bail!("{status}");
     }
-    let line = out
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .context("no JSON line")?;
-    Ok(serde_json::from_str(line)?)
+    crate::last_json(&out)
 }
 
 impl Harness {
@@ -281,12 +276,7 @@ impl Harness {
         if !status.success() {
             bail!("loss_rx --receiver {receiver} failed: {status}");
         }
-        let got: Value = serde_json::from_str(
-            rest.lines()
-                .rev()
-                .find(|l| l.starts_with('{'))
-                .context("loss_rx printed no JSON")?,
-        )?;
+        let got = crate::last_json(&rest).context("loss_rx's result")?;
         let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
         let packets = n(&sent, "packets_sent");
         let secs = sent["seconds"].as_f64().unwrap_or(seconds).max(1e-9);

@@ -187,6 +187,17 @@ fn test(no_install: bool, rest: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The result line of an example: the last line of its output that is a JSON object (progress
+/// and address lines may come before it).
+fn last_json(output: &str) -> Result<serde_json::Value> {
+    let line = output
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .context("no JSON result line")?;
+    serde_json::from_str(line).with_context(|| format!("parsing {line:?}"))
+}
+
 /// Resident memory of a process in KiB.
 fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -231,7 +242,7 @@ fn soak(minutes: f64, rate: &str, backend: &str) -> Result<()> {
         bail!("usrp_rx failed: {}", out.status);
     }
     let rx: serde_json::Value =
-        serde_json::from_slice(out.stdout.trim_ascii()).context("parsing usrp_rx's JSON")?;
+        last_json(&String::from_utf8_lossy(&out.stdout)).context("usrp_rx's result")?;
     let emu = &rx["emulator"];
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     let sent = n(emu, "samples_sent") + n(emu, "dropped_samples");
