@@ -23,7 +23,6 @@ use fsdr_net::io::send::SenderConfig;
 use fsdr_net::io::{Backend, Format};
 use futuresdr::blocks::Head;
 use futuresdr::runtime::dev::prelude::*;
-use futuresdr::runtime::macros::connect;
 use futuresdr::runtime::{Flowgraph, Runtime};
 
 const SIZE: usize = 8000;
@@ -98,18 +97,33 @@ fn sender(
     })
 }
 
-/// Runs `fg` while the sender streams to `to`; returns the time from the sender's start until
-/// the sink had `target` bytes (the flowgraph's start and teardown are not timed).
-fn run_with_sender(fg: Flowgraph, to: SocketAddr, count: Arc<AtomicU64>, target: u64) -> Duration {
-    let running = Runtime::new().start(fg).expect("start flowgraph");
+/// Completes `fg` (holding the source `src`) with `→ Head → CountingSink` and runs it while
+/// the sender streams to `to`; returns the time from the sender's start until the sink had
+/// `datagrams` datagrams (the flowgraph's start and teardown are not timed).
+fn run_with_sender(
+    mut fg: Flowgraph,
+    src: BlockId,
+    to: SocketAddr,
+    datagrams: u64,
+) -> anyhow::Result<Duration> {
+    let target = datagrams * SIZE as u64;
+    let count = Arc::new(AtomicU64::new(0));
+    let head = fg.add(Head::<u8>::new(target));
+    let sink = fg.add(CountingSink {
+        input: Default::default(),
+        count: count.clone(),
+    });
+    fg.stream_dyn(src, "output", head.id(), "input")?;
+    fg.stream_dyn(head.id(), "output", sink.id(), "input")?;
+    let running = Runtime::new().start(fg)?;
     let stop = Arc::new(AtomicBool::new(false));
     let tx = sender(to, count, target, stop.clone());
-    running.wait().expect("flowgraph run");
+    running.wait()?;
     stop.store(true, Ordering::Relaxed);
     tx.join()
         .ok()
         .flatten()
-        .expect("the sink received every byte that Head let through")
+        .ok_or_else(|| anyhow::anyhow!("the sink did not receive every byte Head let through"))
 }
 
 fn fsdr_net_source(backend: Backend, datagrams: u64) -> anyhow::Result<Duration> {
@@ -119,35 +133,26 @@ fn fsdr_net_source(backend: Backend, datagrams: u64) -> anyhow::Result<Duration>
         .stats_interval(None)
         .build()?;
     let to = src.local_addr();
-    let head = Head::<u8>::new(datagrams * SIZE as u64);
-    let count = Arc::new(AtomicU64::new(0));
-    let sink = CountingSink {
-        input: Default::default(),
-        count: count.clone(),
-    };
     let mut fg = Flowgraph::new();
-    connect!(fg, src > head > sink);
-    Ok(run_with_sender(fg, to, count, datagrams * SIZE as u64))
+    let src = fg.add(src).id();
+    run_with_sender(fg, src, to, datagrams)
 }
 
 fn futuresdr_source(datagrams: u64) -> anyhow::Result<Duration> {
-    // The block binds in init(): reserve a free port for it.
+    // The block binds in init(): reserve a free port for it. The sender keeps sending until
+    // the graph ends, which also wakes the block's pending recv_from so that it sees Head end.
     let port = std::net::UdpSocket::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
     let to: SocketAddr = ([127, 0, 0, 1], port).into();
-    let src = futuresdr::blocks::UdpSource::<u8>::new(to.to_string(), SIZE);
-    let head = Head::<u8>::new(datagrams * SIZE as u64);
-    let count = Arc::new(AtomicU64::new(0));
-    let sink = CountingSink {
-        input: Default::default(),
-        count: count.clone(),
-    };
     let mut fg = Flowgraph::new();
-    connect!(fg, src > head > sink);
-    // The sender keeps sending until the graph ends, which also wakes the block's pending
-    // recv_from so that it sees Head finish.
-    Ok(run_with_sender(fg, to, count, datagrams * SIZE as u64))
+    let src = fg
+        .add(futuresdr::blocks::UdpSource::<u8>::new(
+            to.to_string(),
+            SIZE,
+        ))
+        .id();
+    run_with_sender(fg, src, to, datagrams)
 }
 
 fn flowgraph(c: &mut Criterion) {

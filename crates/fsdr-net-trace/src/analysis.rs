@@ -185,8 +185,6 @@ impl Stats {
 /// The result of a matching pass.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
-    /// Which events were paired.
-    pub pairing: Option<Pairing>,
     /// Per pipe id.
     pub pipes: BTreeMap<u64, Stats>,
     /// All pipes together.
@@ -292,10 +290,7 @@ impl Matcher {
 
     /// Statistics per pipe and overall; events still waiting count as unmatched.
     pub fn finish(self) -> Report {
-        let mut report = Report {
-            pairing: Some(self.pairing),
-            ..Report::default()
-        };
+        let mut report = Report::default();
         let mut all = Vec::new();
         let (mut us, mut ue, mut dup) = (0, 0, 0);
         for (block, mut pipe) in self.pipes {
