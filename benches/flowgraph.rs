@@ -73,10 +73,16 @@ fn sender(
         let start = Instant::now();
         let buf = vec![0x11u8; SIZE * BATCH];
         let (mut sent, mut seen, mut progress) = (0u64, 0u64, Instant::now());
+        let mut done = None;
         while !stop.load(Ordering::Relaxed) {
             let bytes = count.load(Ordering::Relaxed);
             if bytes >= target {
-                return Some(start.elapsed());
+                // FutureSDR's UdpSource awaits `recv_from` inside `work()` and sees Head end
+                // only after its next datagram: keep a trickle going until the graph is over.
+                done.get_or_insert_with(|| start.elapsed());
+                let _ = tx.send_segments(&buf[..SIZE], SIZE);
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
             }
             let delivered = bytes / SIZE as u64;
             if delivered != seen {
@@ -93,7 +99,7 @@ fn sender(
                 std::thread::sleep(Duration::from_micros(20));
             }
         }
-        None
+        done
     })
 }
 

@@ -4,7 +4,7 @@
 //! `cargo bench --bench receive`.
 
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -76,7 +76,7 @@ fn receive(c: &mut Criterion) {
                         // SAFETY: the buffers outlive the call and nothing else uses them.
                         unsafe { batch.set_buffer(i, chunk.as_mut_ptr(), chunk.len()) };
                     }
-                    match batch.recv_mmsg(rx.as_raw_fd(), 32) {
+                    match batch.recv_mmsg(&rx, 32) {
                         Ok(k) => got += k as u64,
                         Err(_) => std::thread::yield_now(),
                     }

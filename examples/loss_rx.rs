@@ -16,22 +16,21 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use fsdr_net::UdpSource;
 use fsdr_net::io::socket::{SocketConfig, open_socket};
-use fsdr_net::io::sys::{RecvBatch, socket_drops};
+use fsdr_net::io::sys::{RecvBatch, Wait, socket_drops};
 use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
+use fsdr_net::{SourceStats, UdpSource, UdpSourceBuilder};
 use futuresdr::blocks::NullSink;
+use futuresdr::runtime::Flowgraph;
+use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 use futuresdr::runtime::macros::connect;
-use futuresdr::runtime::scheduler::SmolScheduler;
-use futuresdr::runtime::{Flowgraph, Runtime};
 
 /// Receive one stream and report what was delivered and what it cost.
 #[derive(Parser, Debug)]
@@ -52,16 +51,16 @@ struct Args {
     /// End after this many seconds without a datagram (once the first has arrived).
     #[arg(long, default_value_t = 0.5)]
     idle: f64,
-    /// Flowgraph receivers: FutureSDR smol workers (default: FutureSDR's own, one per core).
-    #[arg(long)]
-    workers: Option<usize>,
+    /// Runtime and engine tuning of the fsdr-net receivers.
+    #[command(flatten)]
+    tuning: common::TuningArgs,
     /// End after this many seconds in any case.
     #[arg(long, default_value_t = 120.0)]
     timeout: f64,
 }
 
 /// What one receiver run reports.
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct Outcome {
     /// Datagrams handed to the consumer (the flowgraph's sink, the engine's consumer, the
     /// reference loop), counted by their parsed headers.
@@ -74,6 +73,10 @@ struct Outcome {
     overflows: u64,
     /// Delivered chunks whose header did not parse (misaligned or corrupt output).
     malformed: u64,
+    /// fsdr-net receivers: every engine counter (receive calls, wake-ups, pauses, …).
+    stats: Option<fsdr_net::io::Stats>,
+    /// fsdr-net flowgraph receivers: payload bytes copied after the kernel.
+    copied_bytes: Option<u64>,
 }
 
 impl Outcome {
@@ -95,16 +98,18 @@ fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let (kind, backend) = match args.receiver.split_once('-') {
+        Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
         Some((k, b)) => (k, Some(b.parse::<Backend>().map_err(anyhow::Error::msg)?)),
         None => (args.receiver.as_str(), None),
     };
     let outcome = match (kind, backend) {
+        ("flowgraph-inplace", None) => flowgraph_in_place(&args)?,
         ("flowgraph", Some(b)) => flowgraph(&args, b)?,
         ("engine", Some(b)) => engine(&args, b)?,
         ("futuresdr", None) => futuresdr_source(&args)?,
         ("recvmmsg", None) => reference(&args)?,
         _ => bail!(
-            "unknown receiver {:?}: flowgraph-<backend>, engine-<backend>, futuresdr or recvmmsg",
+            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace, engine-<backend>, futuresdr or recvmmsg",
             args.receiver
         ),
     };
@@ -119,17 +124,11 @@ fn main() -> Result<()> {
             "overflows": outcome.overflows,
             "malformed": outcome.malformed,
             "cpu_seconds": cpu,
+            "stats": outcome.stats,
+            "copied_bytes": outcome.copied_bytes,
         })
     );
     Ok(())
-}
-
-/// The runtime of the flowgraph receivers: FutureSDR's default, or `--workers` smol workers.
-fn runtime(args: &Args) -> Runtime<SmolScheduler> {
-    match args.workers {
-        Some(n) => Runtime::with_scheduler(SmolScheduler::new(n.max(1), false)),
-        None => Runtime::new(),
-    }
 }
 
 /// Announces the bound address on stdout; the harness starts the sender when it reads it.
@@ -156,20 +155,21 @@ fn header_len(args: &Args) -> usize {
         .header_len(matches!(args.format, Format::Chdr | Format::Vrt))
 }
 
-fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
-    let src = UdpSource::<u8>::builder(args.bind.to_string())
-        .backend(backend)
+/// The builder both flowgraph receivers start from.
+fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
+    UdpSource::<u8>::builder(args.bind.to_string())
         .format(args.format)
+        .time_tags(false)
         .max_datagram(args.size.max(9000))
         .stats_interval(None)
         .finish_after_idle(Duration::from_secs_f64(args.idle))
-        .build()?;
-    let stats = src.stats_handle();
-    let local = src.local_addr();
-    let sink = NullSink::<u8>::new();
-    let mut fg = Flowgraph::new();
-    connect!(fg, src > sink);
-    let running = runtime(args).start(fg)?;
+        .first_datagram_within(Duration::from_secs_f64(args.timeout))
+        .configure(|c| args.tuning.apply(c))
+}
+
+/// Runs a flowgraph until it ends (or the timeout stops it), after announcing its address.
+fn run_flowgraph(args: &Args, fg: Flowgraph, local: SocketAddr) -> Result<Flowgraph> {
+    let running = args.tuning.runtime().start(fg)?;
     announce(local);
     let handle = running.handle();
     let timeout = Duration::from_secs_f64(args.timeout);
@@ -179,16 +179,44 @@ fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
     });
     let fg = running.wait()?;
     drop(watchdog);
-    let bytes = fg.block(&sink)?.n_received() as u64;
-    let s = stats.snapshot();
+    Ok(fg)
+}
+
+/// What a flowgraph receiver delivered: `bytes` at the sink, the source's counters.
+fn flowgraph_outcome(args: &Args, bytes: u64, s: SourceStats) -> Outcome {
     let payload = (args.size - header_len(args)) as u64;
-    Ok(Outcome {
+    Outcome {
         delivered: bytes / payload,
         bytes,
         kernel_drops: s.kernel_drops,
         overflows: s.overflow,
         malformed: s.malformed,
-    })
+        copied_bytes: Some(s.stream.copied_bytes),
+        stats: Some(s.engine),
+    }
+}
+
+fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
+    let src = source_builder(args).backend(backend).build()?;
+    let local = src.local_addr();
+    let sink = NullSink::<u8>::new();
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > sink);
+    let fg = run_flowgraph(args, fg, local)?;
+    let bytes = fg.block(&sink)?.n_received() as u64;
+    Ok(flowgraph_outcome(args, bytes, fg.block(&src)?.stats()))
+}
+
+/// The zero-copy source into a sink that reads the circuit buffer in place.
+fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
+    let src = source_builder(args).build_in_place()?;
+    let local = src.local_addr();
+    let sink = NullSink::<u8, circuit::Reader<u8>>::new();
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > sink; src < sink);
+    let fg = run_flowgraph(args, fg, local)?;
+    let bytes = fg.block(&sink)?.n_received() as u64;
+    Ok(flowgraph_outcome(args, bytes, fg.block(&src)?.stats()))
 }
 
 fn engine(args: &Args, backend: Backend) -> Result<Outcome> {
@@ -196,6 +224,7 @@ fn engine(args: &Args, backend: Backend) -> Result<Outcome> {
     cfg.backend = backend;
     cfg.format = args.format;
     cfg.slot_size = args.size.max(9000);
+    args.tuning.apply(&mut cfg);
     let mut engine = Engine::start(cfg)?;
     announce(engine.local_addr());
     let (mut out, mut started, mut last) = (Outcome::default(), false, Instant::now());
@@ -215,13 +244,13 @@ fn engine(args: &Args, backend: Backend) -> Result<Outcome> {
     out.kernel_drops = s.kernel_drops;
     out.overflows = s.overflow;
     out.malformed = s.malformed;
+    out.stats = Some(s);
     Ok(out)
 }
 
 fn reference(args: &Args) -> Result<Outcome> {
     // The same socket setup as the engine's (receive buffer forced up), then one plain loop.
     let opened = open_socket(&SocketConfig::new(args.bind), false)?;
-    let fd = opened.socket.as_raw_fd();
     announce(opened.local_addr);
     const BATCH: usize = 64;
     let slot = args.size.max(9000);
@@ -231,34 +260,38 @@ fn reference(args: &Args) -> Result<Outcome> {
     let start = Instant::now();
     let idle = Duration::from_secs_f64(args.idle);
     let timeout = Duration::from_secs_f64(args.timeout);
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    // The bare loop: one blocking recvmmsg(MSG_WAITFORONE) per batch; the receive timeout
+    // only serves to notice the end of the stream.
+    opened.socket.set_nonblocking(false)?;
+    opened
+        .socket
+        .set_read_timeout(Some(Duration::from_millis(50)))?;
     loop {
         for (i, chunk) in bufs.chunks_mut(slot).enumerate() {
             // SAFETY: the buffers outlive the call and nothing else uses them meanwhile.
             unsafe { batch.set_buffer(i, chunk.as_mut_ptr(), chunk.len()) };
         }
-        match batch.recv_mmsg(fd, BATCH) {
+        match batch.recv(&opened.socket, BATCH, Wait::ForOne) {
             Ok(n) => {
                 (started, last) = (true, Instant::now());
                 for (i, chunk) in bufs.chunks(slot).take(n).enumerate() {
                     out.count(args.format, &chunk[..batch.meta(i).len.min(slot)]);
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 if started && last.elapsed() >= idle || start.elapsed() >= timeout {
                     break;
                 }
-                // SAFETY: one valid pollfd for the duration of the call.
-                unsafe { libc::poll(&mut pfd, 1, 50) };
             }
             Err(e) => return Err(e).context("recvmmsg"),
         }
     }
-    out.kernel_drops = socket_drops(fd).unwrap_or(0) as u64;
+    out.kernel_drops = socket_drops(&opened.socket).unwrap_or(0) as u64;
     Ok(out)
 }
 
@@ -355,7 +388,7 @@ fn futuresdr_source(args: &Args) -> Result<Outcome> {
     };
     let mut fg = Flowgraph::new();
     connect!(fg, src > sink);
-    let running = runtime(args).start(fg)?;
+    let running = args.tuning.runtime().start(fg)?;
     // Wait until the block has bound its socket.
     let bound = Instant::now();
     while proc_udp_drops(port).is_none() {

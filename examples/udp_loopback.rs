@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Parser;
+use fsdr_net::io::WireFormat;
 use fsdr_net::io::{Backend, Format};
-use fsdr_net::sample::IqOrder;
 use fsdr_net::{UdpSink, UdpSource};
 use futuresdr::blocks::{Head, NullSink, Source};
 use futuresdr::runtime::macros::connect;
@@ -47,7 +47,8 @@ fn main() -> Result<()> {
     let src = UdpSource::<Complex32>::builder("127.0.0.1:0")
         .backend(args.backend)
         .format(args.format)
-        .sc16(IqOrder::IQ)
+        .wire_format(WireFormat::Sc16Chdr)
+        .time_tags(false)
         .zero_fill_missed(true)
         .finish_after_idle(Duration::from_millis(500))
         .build()?;
@@ -55,7 +56,7 @@ fn main() -> Result<()> {
     let mut sink = UdpSink::<Complex32>::builder(src.local_addr().to_string())
         .format(args.format)
         .payload_bytes(args.payload)
-        .sc16(IqOrder::IQ);
+        .wire_format(WireFormat::Sc16Chdr);
     if args.rate > 0.0 {
         sink = sink.sample_rate(args.rate);
     }

@@ -18,14 +18,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use common::{FaultArgs, Mode, SignalArg, format_for, parse_f64};
+use common::{ContextArgs, FaultArgs, Mode, SignalArg, format_for, parse_f64};
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Signal};
-use fsdr_net::io::{Backend, Format, Stats};
-use fsdr_net::sample::IqOrder;
-use fsdr_net::{ProbeSink, RampCheck, RampSample, UdpSource, UdpSourceBuilder};
+use fsdr_net::io::{Backend, Format, WireFormat};
+use fsdr_net::{
+    ProbeSink, RampCheck, RampSample, SigmfItem, SigmfSink, SourceStats, UdpSource,
+    UdpSourceBuilder,
+};
 use futuresdr::blocks::FileSink;
+use futuresdr::runtime::Flowgraph;
 use futuresdr::runtime::macros::connect;
-use futuresdr::runtime::{Flowgraph, Runtime};
 use num_complex::{Complex, Complex32};
 
 /// Receive a USRP remote stream (or the built-in emulator) and account for every sample.
@@ -61,12 +63,18 @@ struct Args {
     /// With --listen: stop after this much silence once data has arrived (seconds).
     #[arg(long, default_value = "2", value_parser = parse_f64)]
     idle_timeout: f64,
-    /// Write the samples to this file (Complex<f32>, or sc16 with --wire).
+    /// Write the samples to this file (Complex<f32>, or sc16 with --wire): a SigMF recording
+    /// (data and `.sigmf-meta`, gaps annotated) when it ends in `.sigmf-data`, raw otherwise.
     #[arg(long)]
     output: Option<std::path::PathBuf>,
     /// Keep samples as sc16 (Complex<i16>) instead of converting to Complex<f32>.
     #[arg(long)]
     wire: bool,
+    /// Wire sample encoding (default: a USRP's: sc16_item32_be in VRT, sc16_chdr otherwise,
+    /// raw_payload included): sc16_chdr, sc16_item32_le, sc16_item32_be, sc8_item32_le,
+    /// sc8_item32_be, sc8_difi, fc32.
+    #[arg(long)]
+    wire_format: Option<WireFormat>,
     /// Print the summary as one JSON object (no progress line).
     #[arg(long)]
     json: bool,
@@ -85,14 +93,18 @@ struct Args {
     /// Emulator fault injection.
     #[command(flatten)]
     faults: FaultArgs,
+    /// Emulator context packets (VRT/DIFI).
+    #[command(flatten)]
+    context: ContextArgs,
+    /// Runtime and engine tuning.
+    #[command(flatten)]
+    tuning: common::TuningArgs,
 }
 
 /// What one run measured.
 struct Outcome {
-    stats: Stats,
+    stats: SourceStats,
     items: u64,
-    zeros: u64,
-    missed_items: u64,
     seconds: f64,
     discontinuities: Option<(u64, Option<u64>)>,
 }
@@ -107,9 +119,21 @@ fn build<T: RampSample>(
         .format(format)
         .recv_buffer(args.recv_buffer)
         .zero_fill_missed(args.zero_fill)
-        .tick_rate(args.tick_rate)
+        .tick_rate(if format == Format::Vrt {
+            // VRT timestamps count samples.
+            args.rate
+        } else {
+            args.tick_rate
+        })
         .sample_rate(args.rate)
-        .stats_interval(None);
+        .stats_interval(None)
+        .configure(|c| args.tuning.apply(c));
+    // A USRP's (and the emulator's) samples: sc16, big-endian in VRT, little-endian
+    // otherwise (also in raw_payload mode, which has no header to say so).
+    b = b.wire_format(
+        args.wire_format
+            .unwrap_or_else(|| EmulatorConfig::default_wire(format)),
+    );
     if let Some(g) = args.probe {
         b = b.probe(g);
     }
@@ -120,17 +144,20 @@ fn build<T: RampSample>(
     } else {
         0.5
     };
-    b = b.finish_after_idle(Duration::from_secs_f64(idle));
+    b = b
+        .finish_after_idle(Duration::from_secs_f64(idle))
+        .first_datagram_within(Duration::from_secs_f64(args.duration));
     b
 }
 
-fn run_flowgraph<T: RampSample>(
+fn run_flowgraph<T: RampSample + SigmfItem>(
     src: UdpSource<T>,
     args: &Args,
     check: bool,
     started: impl FnOnce(),
 ) -> Result<Outcome> {
     let stats = src.stats_handle();
+    let bytes_per_sample = src.bytes_per_item() as u64;
     let sink = RampCheck::<T>::new(check);
     let probe = src.probe_spec().map(ProbeSink::<T>::new);
     let mut fg = Flowgraph::new();
@@ -139,11 +166,29 @@ fn run_flowgraph<T: RampSample>(
         connect!(fg, src > probe);
     }
     if let Some(path) = &args.output {
-        let file = FileSink::<T>::new(path);
-        connect!(fg, src > file);
+        let name = path.to_string_lossy();
+        if name.ends_with(".sigmf-data") || name.ends_with(".sigmf-meta") {
+            let hw = if args.listen.is_some() {
+                "USRP"
+            } else {
+                "fsdr-net USRP emulator"
+            };
+            let rec = SigmfSink::<T>::builder(path)
+                .sample_rate(args.rate)
+                .hw(hw)
+                .description(format!(
+                    "usrp_rx, {:?} stream",
+                    format_for(args.mode, args.format)
+                ))
+                .build()?;
+            connect!(fg, src > rec);
+        } else {
+            let file = FileSink::<T>::new(path);
+            connect!(fg, src > file);
+        }
     }
     let start = Instant::now();
-    let running = Runtime::new().start(fg)?;
+    let running = args.tuning.runtime().start(fg)?;
     started();
     let handle = running.handle();
     let done = Arc::new(AtomicBool::new(false));
@@ -180,7 +225,7 @@ fn run_flowgraph<T: RampSample>(
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(250));
                 let s = stats.snapshot();
-                let samples = s.delivered_bytes / 4;
+                let samples = s.delivered_bytes / bytes_per_sample;
                 let now = Instant::now();
                 let rate = (samples - last.1) as f64 / now.duration_since(last.0).as_secs_f64();
                 last = (now, samples);
@@ -207,8 +252,6 @@ fn run_flowgraph<T: RampSample>(
     Ok(Outcome {
         stats: src_block.stats(),
         items: sink_block.items(),
-        zeros: src_block.zeros_inserted(),
-        missed_items: src_block.missed_items(),
         seconds: start.elapsed().as_secs_f64(),
         discontinuities: check.then(|| {
             (
@@ -242,6 +285,10 @@ fn main() -> Result<()> {
         cfg.duration = Some(Duration::from_secs_f64(args.duration));
         cfg.signal = signal;
         cfg.faults = args.faults.into();
+        cfg.context = args.context.plan(args.rate);
+        if let Some(w) = args.wire_format {
+            cfg.wire = w;
+        }
         let emulator = Emulator::new(cfg).context("starting the emulator")?;
         emulator_stop = Some(emulator.stop_flag());
         *emulator_thread.lock().unwrap() = Some(std::thread::spawn(move || emulator.run()));
@@ -255,9 +302,7 @@ fn main() -> Result<()> {
         start_emulator(dest)?;
         run_flowgraph(src, &args, check, || {})?
     } else {
-        let src = build(UdpSource::<Complex32>::builder(&bind), &args, format)
-            .sc16(IqOrder::IQ)
-            .build()?;
+        let src = build(UdpSource::<Complex32>::builder(&bind), &args, format).build()?;
         let dest = src.local_addr();
         eprintln!("listening on {dest}");
         start_emulator(dest)?;
@@ -274,14 +319,26 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// Samples that never reached the flowgraph: those of the gaps the sequence numbers show,
+/// and those of datagrams lost where no later datagram could reveal them (the end of the
+/// stream, or a format without sequence numbers), estimated from the average datagram.
+fn lost_samples(o: &Outcome) -> u64 {
+    let e = &o.stats.engine;
+    let lost_datagrams = e.kernel_drops + e.overflow + e.truncated + e.malformed;
+    let unseen = lost_datagrams.saturating_sub(e.missed);
+    let per_datagram = (o.items - o.stats.stream.zeros_inserted) / e.delivered.max(1);
+    o.stats.stream.missed_items + unseen * per_datagram
+}
+
 fn summarize(args: &Args, format: Format, o: &Outcome, emu: Option<&EmulatorReport>) {
-    let s = &o.stats;
-    let received = o.items - o.zeros;
-    let missed_samples = o.missed_items;
+    let s = &o.stats.engine;
+    let zeros = o.stats.stream.zeros_inserted;
+    let received = o.items - zeros;
+    let lost = lost_samples(o);
     // Samples the sender produced: known from the emulator; for a device, what arrived plus
-    // what the sequence numbers say is missing.
+    // every sample that did not (gaps, and datagrams dropped after the last one seen).
     let sent = emu.map(|r| r.samples_sent + r.dropped_samples);
-    let success = received as f64 / sent.unwrap_or(received + missed_samples).max(1) as f64;
+    let success = received as f64 / sent.unwrap_or(received + lost).max(1) as f64;
     let rate = received as f64 / o.seconds.max(1e-9);
     let (disc, first) = o.discontinuities.unwrap_or((0, None));
     if args.json {
@@ -292,25 +349,14 @@ fn summarize(args: &Args, format: Format, o: &Outcome, emu: Option<&EmulatorRepo
             "seconds": o.seconds,
             "sent": sent,
             "received": received,
-            "missed": s.missed,
-            "missed_samples": missed_samples,
-            "kernel_drops": s.kernel_drops,
-            "overflows": s.overflow,
-            "unconsumed": s.unconsumed,
-            "send_errors": emu.map(|r| r.send_errors),
-            "duplicates": s.duplicates,
-            "late": s.late,
-            "reordered": s.reordered,
-            "resyncs": s.resyncs,
-            "malformed": s.malformed,
-            "truncated": s.truncated,
-            "rejected": s.rejected,
-            "datagrams": s.delivered,
+            "missed_samples": o.stats.stream.missed_items,
+            "lost_samples": lost,
             "success_rate": success,
             "rate_sps": rate,
             "discontinuities": o.discontinuities.map(|_| disc),
             "first_discontinuity": first,
-            "emulator": emu.map(|r| serde_json::from_str::<serde_json::Value>(&r.to_json()).ok()),
+            "stats": o.stats,
+            "emulator": emu,
         });
         println!("{json}");
         return;
@@ -337,8 +383,8 @@ fn summarize(args: &Args, format: Format, o: &Outcome, emu: Option<&EmulatorRepo
     println!("{:<24} {:.2} Msps", "receive rate", rate / 1e6);
     println!("{:<24} {:.6} %", "success rate", success * 100.0);
     println!(
-        "{:<24} {} packets, {} samples ({} zero-filled)",
-        "missed", s.missed, missed_samples, o.zeros
+        "{:<24} {} packets, {} samples ({} zero-filled); {} samples lost in all",
+        "missed", s.missed, o.stats.stream.missed_items, zeros, lost
     );
     println!("{:<24} {}", "kernel drops", s.kernel_drops);
     println!("{:<24} {}", "overflows", s.overflow);

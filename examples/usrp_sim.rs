@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Parser;
-use common::{FaultArgs, Mode, SignalArg, format_for, parse_f64, parse_u64};
+use common::{ContextArgs, FaultArgs, Mode, SignalArg, format_for, parse_f64, parse_u64};
 use fsdr_net::io::Format;
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig};
+use fsdr_net::io::sample::WireFormat;
 
 /// A USRP in UHD remote-streaming mode, in software.
 #[derive(Parser, Debug)]
@@ -50,6 +51,12 @@ struct Args {
     signal: SignalArg,
     #[command(flatten)]
     faults: FaultArgs,
+    #[command(flatten)]
+    context: ContextArgs,
+    /// Wire sample encoding, an sc16 one (default: sc16_item32_be in VRT, sc16_chdr
+    /// otherwise): sc16_chdr, sc16_item32_le, sc16_item32_be.
+    #[arg(long)]
+    wire_format: Option<WireFormat>,
     /// Send as fast as possible instead of at --rate.
     #[arg(long)]
     unpaced: bool,
@@ -59,9 +66,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .init();
+    common::init_logging();
     let args = Args::parse();
     let mut cfg = EmulatorConfig::new(args.dest, format_for(args.mode, args.format));
     cfg.rate = args.rate;
@@ -74,12 +79,16 @@ fn main() -> Result<()> {
     }
     cfg.signal = args.signal.into();
     cfg.faults = args.faults.into();
+    cfg.context = args.context.plan(args.rate);
+    if let Some(w) = args.wire_format {
+        cfg.wire = w;
+    }
     cfg.unpaced = args.unpaced;
     cfg.burst = Duration::from_secs_f64(args.burst_us.max(0.0) * 1e-6);
     let emulator = Emulator::new(cfg)?;
     let stop = emulator.stop_flag();
     ctrlc::set_handler(move || stop.store(true, std::sync::atomic::Ordering::Relaxed))?;
     let report = emulator.run()?;
-    println!("{}", report.to_json());
+    println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

@@ -10,7 +10,7 @@
 
 use futuresdr::runtime::dev::prelude::*;
 
-use crate::sample::PlainItem;
+use crate::io::sample::Item;
 use fsdr_net_lttng::Marks;
 
 /// Names one measured pipe: its id and how many items lie between two marks.
@@ -34,7 +34,7 @@ impl ProbeSpec {
 
 /// A null source that fires `fsdr_net:tx` at every `granularity`-th item it produces.
 ///
-/// Items are produced without being written (any bit pattern is a valid [`PlainItem`]), as
+/// Items are produced without being written (any bit pattern is a valid [`Item`]), as
 /// FutureSDR's `NullSource` does, so the source costs next to nothing.
 ///
 /// # Stream Inputs
@@ -54,7 +54,7 @@ impl ProbeSpec {
 /// assert_eq!(src.spec(), snk.spec());
 /// ```
 #[derive(Block)]
-pub struct ProbeSource<T: PlainItem> {
+pub struct ProbeSource<T: Item> {
     #[output]
     output: DefaultCpuWriter<T>,
     marks: Marks,
@@ -62,7 +62,7 @@ pub struct ProbeSource<T: PlainItem> {
     limit: Option<u64>,
 }
 
-impl<T: PlainItem> ProbeSource<T> {
+impl<T: Item> ProbeSource<T> {
     /// A source of a new pipe, marking every `granularity` items.
     pub fn new(granularity: u64) -> Self {
         Self::with_spec(ProbeSpec::fresh(granularity))
@@ -96,7 +96,7 @@ impl<T: PlainItem> ProbeSource<T> {
 }
 
 #[doc(hidden)]
-impl<T: PlainItem> Kernel for ProbeSource<T> {
+impl<T: Item> Kernel for ProbeSource<T> {
     async fn work(
         &mut self,
         io: &mut WorkIo,
@@ -137,14 +137,14 @@ impl<T: PlainItem> Kernel for ProbeSource<T> {
 /// assert_eq!(snk.items(), 0);
 /// ```
 #[derive(Block)]
-pub struct ProbeSink<T: PlainItem> {
+pub struct ProbeSink<T: Item> {
     #[input]
     input: DefaultCpuReader<T>,
     marks: Marks,
     spec: ProbeSpec,
 }
 
-impl<T: PlainItem> ProbeSink<T> {
+impl<T: Item> ProbeSink<T> {
     /// The sink of the pipe `spec` (take it from the pipe's source).
     pub fn new(spec: ProbeSpec) -> Self {
         Self {
@@ -166,7 +166,7 @@ impl<T: PlainItem> ProbeSink<T> {
 }
 
 #[doc(hidden)]
-impl<T: PlainItem> Kernel for ProbeSink<T> {
+impl<T: Item> Kernel for ProbeSink<T> {
     async fn work(
         &mut self,
         io: &mut WorkIo,
@@ -203,7 +203,7 @@ impl<T: PlainItem> Kernel for ProbeSink<T> {
 /// assert_eq!(mid.spec().block, src.spec().block);
 /// ```
 #[derive(Block)]
-pub struct Probe<T: PlainItem> {
+pub struct Probe<T: Item> {
     #[input]
     input: DefaultCpuReader<T>,
     #[output]
@@ -212,7 +212,7 @@ pub struct Probe<T: PlainItem> {
     spec: ProbeSpec,
 }
 
-impl<T: PlainItem> Probe<T> {
+impl<T: Item> Probe<T> {
     /// A probe on the pipe `spec` (take it from the pipe's source).
     pub fn new(spec: ProbeSpec) -> Self {
         Self {
@@ -235,7 +235,7 @@ impl<T: PlainItem> Probe<T> {
 }
 
 #[doc(hidden)]
-impl<T: PlainItem> Kernel for Probe<T> {
+impl<T: Item> Kernel for Probe<T> {
     async fn work(
         &mut self,
         io: &mut WorkIo,

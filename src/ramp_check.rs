@@ -4,10 +4,10 @@ use futuresdr::runtime::dev::prelude::*;
 use num_complex::{Complex, Complex32};
 
 use crate::io::emulator::ramp_index;
-use crate::sample::PlainItem;
+use crate::io::sample::Item;
 
 /// A sample that can carry the emulator's ramp (sc16 values, possibly scaled to f32).
-pub trait RampSample: PlainItem {
+pub trait RampSample: Item {
     /// The sc16 components of the sample.
     fn sc16(&self) -> (i16, i16);
 }
@@ -29,11 +29,15 @@ impl RampSample for Complex32 {
 }
 
 /// Counts items and, when enabled, checks that consecutive samples carry consecutive ramp
-/// indices ([`crate::io::emulator::Signal::Ramp`]).
+/// indices ([`crate::io::emulator::Signal::Ramp`]). It reads in place: with
+/// `I = circuit::Reader<T>` it sits behind an
+/// [`InPlaceUdpSource`](crate::InPlaceUdpSource) and checks the samples where the kernel put
+/// them.
 ///
 /// # Stream Inputs
 ///
-/// `input`: samples.
+/// `input`: samples (FutureSDR's default buffer, or any CPU reader such as the circuit
+/// buffer's).
 ///
 /// # Stream Outputs
 ///
@@ -48,9 +52,9 @@ impl RampSample for Complex32 {
 /// assert_eq!(check.discontinuities(), 0);
 /// ```
 #[derive(Block)]
-pub struct RampCheck<T: RampSample> {
+pub struct RampCheck<T: RampSample, I: CpuBufferReader<Item = T> = DefaultCpuReader<T>> {
     #[input]
-    input: DefaultCpuReader<T>,
+    input: I,
     check: bool,
     items: u64,
     next: Option<u32>,
@@ -58,11 +62,11 @@ pub struct RampCheck<T: RampSample> {
     first: Option<u64>,
 }
 
-impl<T: RampSample> RampCheck<T> {
+impl<T: RampSample, I: CpuBufferReader<Item = T>> RampCheck<T, I> {
     /// A sink that counts, and checks the ramp when `check` is true.
     pub fn new(check: bool) -> Self {
         Self {
-            input: DefaultCpuReader::default(),
+            input: I::default(),
             check,
             items: 0,
             next: None,
@@ -88,7 +92,7 @@ impl<T: RampSample> RampCheck<T> {
 }
 
 #[doc(hidden)]
-impl<T: RampSample> Kernel for RampCheck<T> {
+impl<T: RampSample, I: CpuBufferReader<Item = T>> Kernel for RampCheck<T, I> {
     async fn work(
         &mut self,
         io: &mut WorkIo,

@@ -4,8 +4,8 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use fsdr_net::io::Format;
-use fsdr_net::{TAG_MISSED, UdpSource};
+use fsdr_net::io::{Format, Overload};
+use fsdr_net::{SourceStats, TAG_MISSED, UdpSource};
 use futuresdr::blocks::VectorSink;
 use futuresdr::runtime::Timer;
 use futuresdr::runtime::dev::prelude::*;
@@ -17,9 +17,11 @@ fn run(fg: Flowgraph) -> Flowgraph {
 
 fn chdr(seq: u16, payload: &[u8]) -> Vec<u8> {
     let mut dg = vec![0u8; 8 + payload.len()];
-    Format::Chdr
-        .emit_header(&mut dg, u64::from(seq), None, false)
-        .unwrap();
+    let fields = fsdr_net::io::DataHeader {
+        seq: u64::from(seq),
+        ..Default::default()
+    };
+    Format::Chdr.emit_header(&mut dg, &fields).unwrap();
     dg[8..].copy_from_slice(payload);
     dg
 }
@@ -28,6 +30,7 @@ fn chdr(seq: u16, payload: &[u8]) -> Vec<u8> {
 fn hostile_datagrams_are_counted_and_valid_ones_come_out_intact_in_order() -> Result<()> {
     let src = UdpSource::<u8>::builder("127.0.0.1:0")
         .format(Format::Chdr)
+        .time_tags(false)
         .max_datagram(2000)
         .finish_after_idle(Duration::from_millis(500))
         .build()?;
@@ -214,14 +217,19 @@ impl Kernel for StallSink {
     }
 }
 
-#[test]
-fn a_stalled_consumer_overflows_counted_and_the_stream_resumes_with_a_gap_tag() -> Result<()> {
+/// The source's counters, the sink's item count and its `rx_missed` tags (index, frames).
+type Stalled = (SourceStats, usize, Vec<(usize, usize)>);
+
+/// Runs 1100 datagrams (1000 of them while the sink stalls for 800 ms) into a small source
+/// with the given overload policy; returns the source's counters and the sink.
+fn stalled(overload: Overload) -> Result<Stalled> {
     let src = UdpSource::<u8>::builder("127.0.0.1:0")
         .format(Format::Seq64)
         .slots(128)
         .batch(16)
         .buffer_datagrams(4)
         .reorder(0, Duration::from_millis(1))
+        .configure(|c| c.overload = overload)
         .finish_after_idle(Duration::from_millis(1500))
         .build()?;
     let to = src.local_addr();
@@ -252,13 +260,36 @@ fn a_stalled_consumer_overflows_counted_and_the_stream_resumes_with_a_gap_tag() 
     let fg = run(fg);
     let stats = fg.block(&src)?.stats();
     let s = fg.block(&snk)?;
+    Ok((stats, s.items, s.missed_tags.clone()))
+}
+
+#[test]
+fn a_stalled_consumer_overflows_counted_and_the_stream_resumes_with_a_gap_tag() -> Result<()> {
+    // Read and discard: the receive thread drops what the consumer has no room for.
+    let (stats, items, missed_tags) = stalled(Overload::Discard)?;
     assert!(stats.overflow > 0, "{stats}");
     assert_eq!(stats.kernel_drops, 0, "{stats}");
     assert_eq!(stats.accounted(), 1100, "{stats}");
     // Every overflowed datagram is a missed frame: the stream resumed after them.
     assert_eq!(stats.missed, stats.overflow, "{stats}");
-    assert_eq!(s.missed_tags.len(), 1, "{:?}", s.missed_tags);
-    assert_eq!(s.missed_tags[0].1 as u64, stats.missed);
-    assert_eq!(s.items as u64, stats.delivered * 500);
+    assert_eq!(missed_tags.len(), 1, "{missed_tags:?}");
+    assert_eq!(missed_tags[0].1 as u64, stats.missed);
+    assert_eq!(items as u64, stats.delivered * 500);
+    Ok(())
+}
+
+#[test]
+fn a_stalled_consumer_pauses_reading_and_the_kernel_buffer_absorbs_the_burst() -> Result<()> {
+    // Pause (the default): the receive thread stops reading; 500 kB fit the socket buffer.
+    let (stats, items, missed_tags) = stalled(Overload::Pause)?;
+    assert!(stats.paused > 0, "{stats}");
+    assert_eq!(
+        stats.overflow + stats.kernel_drops + stats.missed,
+        0,
+        "{stats}"
+    );
+    assert_eq!(stats.delivered, 1100, "{stats}");
+    assert!(missed_tags.is_empty(), "{missed_tags:?}");
+    assert_eq!(items, 1100 * 500);
     Ok(())
 }

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use fsdr_net::io::Format;
-use fsdr_net::io::emulator::{Faults, Signal};
+use fsdr_net::io::emulator::{ContextPlan, Faults, Signal};
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings).
 pub fn init_logging() {
@@ -93,6 +93,119 @@ impl From<FaultArgs> for Faults {
             reorder_every: f.reorder_every,
             duplicate_every: f.duplicate_every,
             restart_after: f.restart_after,
+        }
+    }
+}
+
+/// VITA-49/DIFI context packets from the emulator.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct ContextArgs {
+    /// VRT: send a DIFI standard context packet (sample rate, frequency, bandwidth, gain)
+    /// before the first data packet and then every N data packets.
+    #[arg(long)]
+    pub context_every: Option<u64>,
+    /// The RF reference frequency those context packets announce (Hz).
+    #[arg(long, default_value = "1e9", value_parser = parse_f64)]
+    pub rf_freq: f64,
+    /// Retune after this many data packets: half the sample rate, twice the frequency.
+    #[arg(long)]
+    pub retune_after: Option<u64>,
+}
+
+impl ContextArgs {
+    /// The emulator's context plan for a stream at `rate` samples/s, if asked for.
+    pub fn plan(&self, rate: f64) -> Option<ContextPlan> {
+        let every = self.context_every?;
+        Some(ContextPlan {
+            every: every.max(1),
+            rf_freq: self.rf_freq,
+            gain_db: 0.0,
+            retune: self
+                .retune_after
+                .map(|p| (p, rate / 2.0, self.rf_freq * 2.0)),
+            difi: true,
+        })
+    }
+}
+
+/// What the receive side does when the flowgraph falls behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OverloadArg {
+    /// Stop reading and let the kernel drop (counted as kernel drops).
+    Pause,
+    /// Keep reading and drop in the receive thread (counted as overflow).
+    Discard,
+}
+
+/// Runtime and engine tuning shared by the receiving examples.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TuningArgs {
+    /// FutureSDR smol workers (default: FutureSDR's own runtime, one worker per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// When the flowgraph falls behind: pause (default) or discard.
+    #[arg(long, value_enum)]
+    pub overload: Option<OverloadArg>,
+    /// The longest queue in front of the flowgraph, in milliseconds of stream (0: bounded
+    /// by slots only); default: the engine's.
+    #[arg(long, value_parser = parse_f64)]
+    pub latency_budget_ms: Option<f64>,
+    /// Wake the flowgraph at most every this many microseconds under load (0: after every
+    /// receive call); default: the engine's (adaptive, 200 µs / 64 datagrams).
+    #[arg(long, value_parser = parse_f64)]
+    pub coalesce_us: Option<f64>,
+    /// With --coalesce-us: wake at once when this many datagrams wait.
+    #[arg(long, default_value_t = 64)]
+    pub coalesce_frames: usize,
+    /// Datagram slots of the engine (default: the engine's).
+    #[arg(long)]
+    pub slots: Option<usize>,
+    /// Datagrams per receive call (default: the engine's).
+    #[arg(long)]
+    pub batch: Option<usize>,
+}
+
+impl TuningArgs {
+    /// Applies the engine settings given on the command line.
+    pub fn apply(&self, cfg: &mut fsdr_net::io::EngineConfig) {
+        use fsdr_net::io::{Coalesce, Overload};
+        use std::time::Duration;
+        if let Some(o) = self.overload {
+            cfg.overload = match o {
+                OverloadArg::Pause => Overload::Pause,
+                OverloadArg::Discard => Overload::Discard,
+            };
+        }
+        if let Some(n) = self.slots {
+            cfg.slots = n;
+        }
+        if let Some(n) = self.batch {
+            cfg.batch = n;
+        }
+        if let Some(ms) = self.latency_budget_ms {
+            cfg.latency_budget = (ms > 0.0).then(|| Duration::from_secs_f64(ms * 1e-3));
+        }
+        if let Some(us) = self.coalesce_us {
+            cfg.coalesce = if us <= 0.0 {
+                Coalesce::Off
+            } else {
+                Coalesce::Adaptive {
+                    frames: self.coalesce_frames,
+                    time: Duration::from_secs_f64(us * 1e-6),
+                }
+            };
+        }
+    }
+
+    /// FutureSDR's default runtime, or one with `--workers` smol workers.
+    pub fn runtime(
+        &self,
+    ) -> futuresdr::runtime::Runtime<futuresdr::runtime::scheduler::SmolScheduler> {
+        use futuresdr::runtime::Runtime;
+        use futuresdr::runtime::scheduler::SmolScheduler;
+        match self.workers {
+            Some(n) => Runtime::with_scheduler(SmolScheduler::new(n.max(1), false)),
+            None => Runtime::new(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! VRT: any input parses to a value or an error; an accepted packet re-emits to the same header
+//! VRT: any input parses to a value or an error (from the whole datagram or its
+//! header alone); an accepted packet re-emits to the same header
 //! words.
 #![no_main]
 
@@ -7,6 +8,14 @@ use fsdr_net_io::format::vrt::{VrtPacket, VrtRepr};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    // A prefix that holds the header parses as the whole datagram does (in-place
+    // reception parses from the header alone), or is refused.
+    let whole = Format::Vrt.parse(data).ok();
+    for k in 0..=data.len().min(64) {
+        if let Ok(h) = Format::Vrt.parse_head(&data[..k], data.len()) {
+            assert_eq!(Some(h), whole);
+        }
+    }
     if let Ok(info) = Format::Vrt.parse(data) {
         assert!(info.payload().end <= data.len());
         let packet = VrtPacket::new_checked(data).unwrap();

@@ -23,9 +23,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
+
+use crate::Error;
 use crate::format::Format;
-use crate::send::{Pacer, Sender, SenderConfig};
-use crate::sys;
+use crate::sample::{Encoder, WireFormat};
+use crate::send::{Framer, Pacer, Sender, SenderConfig};
+use num_complex::Complex;
 
 /// Largest datagram a USRP sends on 10 GbE with a standard UHD configuration.
 pub const DATAGRAM_BYTES: usize = 8000;
@@ -94,6 +98,29 @@ pub struct EmulatorConfig {
     /// 160 MB/s. Zero sends one packet per call, which is harder on the receiver than any
     /// NIC (one wake-up per packet on loopback).
     pub burst: Duration,
+    /// How samples are laid out: an sc16 wire format (default
+    /// [`EmulatorConfig::default_wire`]).
+    pub wire: WireFormat,
+    /// VRT: IF context packets to send beside the data (none by default).
+    pub context: Option<ContextPlan>,
+}
+
+/// The IF context packets a VRT emulator sends: before the first data packet, every `every`
+/// data packets after it, and at a retune. Each states the sample rate, RF frequency,
+/// bandwidth (80% of the rate) and gain; timestamped with the sample count of the next
+/// data packet, in a packet count of their own.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContextPlan {
+    /// Data packets between context packets (0: only the first and the retune).
+    pub every: u64,
+    /// RF frequency stated (Hz).
+    pub rf_freq: f64,
+    /// Gain stated (dB, stage 1).
+    pub gain_db: f32,
+    /// After this many data packets, state `(sample rate, RF frequency)` instead.
+    pub retune: Option<(u64, f64, f64)>,
+    /// DIFI standard context packets (DIFI class ID, every field DIFI requires).
+    pub difi: bool,
 }
 
 impl EmulatorConfig {
@@ -114,6 +141,18 @@ impl EmulatorConfig {
             faults: Faults::default(),
             unpaced: false,
             burst: Duration::from_micros(100),
+            wire: Self::default_wire(format),
+            context: None,
+        }
+    }
+
+    /// The samples a device sends in `format`: `sc16_item32_be` in VITA-49/DIFI (big-endian
+    /// I then Q, as UHD's VRT devices and DIFI put them on the wire), `sc16_chdr` (I then Q,
+    /// little-endian) otherwise, which is also what UHD's `raw_payload` mode carries.
+    pub fn default_wire(format: Format) -> WireFormat {
+        match format {
+            Format::Vrt => WireFormat::Sc16Item32Be,
+            _ => WireFormat::Sc16Chdr,
         }
     }
 
@@ -133,6 +172,20 @@ impl EmulatorConfig {
         self.format.header_len(self.timestamps())
     }
 
+    /// The timestamp of the first sample and the timestamp units per sample: CHDR counts
+    /// ticks of [`tick_rate`](Self::tick_rate); VITA-49's fractional timestamp (TSF) is a
+    /// sample count, so a VRT stream starts at `start_ticks` converted to samples and counts
+    /// one per sample.
+    pub fn clock(&self) -> (u64, f64) {
+        match self.format {
+            Format::Vrt => (
+                (self.start_ticks as f64 * self.rate / self.tick_rate).round() as u64,
+                1.0,
+            ),
+            _ => (self.start_ticks, self.tick_rate / self.rate),
+        }
+    }
+
     /// Whether packets carry timestamps (CHDR and VRT).
     pub fn timestamps(&self) -> bool {
         matches!(self.format, Format::Chdr | Format::Vrt)
@@ -146,8 +199,8 @@ impl EmulatorConfig {
     }
 }
 
-/// What the emulator did; [`EmulatorReport::to_json`] prints it as one line of JSON.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// What the emulator did (serialises to the JSON line `usrp_sim` prints).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct EmulatorReport {
     /// Distinct packets sent (duplicates not counted again).
     pub packets_sent: u64,
@@ -171,28 +224,8 @@ pub struct EmulatorReport {
     pub rate: f64,
     /// Samples per packet.
     pub spp: usize,
-}
-
-impl EmulatorReport {
-    /// One line of JSON.
-    pub fn to_json(&self) -> String {
-        format!(
-            "{{\"packets_sent\":{},\"samples_sent\":{},\"dropped\":{},\"dropped_samples\":{},\
-             \"reordered\":{},\"duplicated\":{},\"restarts\":{},\"send_errors\":{},\
-             \"seconds\":{:.6},\"rate\":{:.1},\"spp\":{}}}",
-            self.packets_sent,
-            self.samples_sent,
-            self.dropped,
-            self.dropped_samples,
-            self.reordered,
-            self.duplicated,
-            self.restarts,
-            self.send_errors,
-            self.seconds,
-            self.rate,
-            self.spp
-        )
-    }
+    /// Context packets sent.
+    pub context_sent: u64,
 }
 
 /// The emulator: owns its socket; [`Emulator::run`] streams until done or stopped.
@@ -200,7 +233,9 @@ pub struct Emulator {
     cfg: EmulatorConfig,
     sender: Sender,
     stop: Arc<AtomicBool>,
+    /// One period of the tone, encoded in the wire format.
     tone: Vec<[u8; 4]>,
+    encoder: Encoder<Complex<i16>>,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -209,20 +244,28 @@ impl std::fmt::Debug for Emulator {
     }
 }
 
-fn sc16(i: i16, q: i16) -> [u8; 4] {
-    let (a, b) = (i.to_le_bytes(), q.to_le_bytes());
-    [a[0], a[1], b[0], b[1]]
+/// One sample in the wire format.
+fn encode(encoder: &Encoder<Complex<i16>>, i: i16, q: i16) -> [u8; 4] {
+    let mut b = [0u8; 4];
+    encoder.encode(&[Complex::new(i, q)], &mut b);
+    b
 }
 
 impl Emulator {
     /// Opens the socket.
-    pub fn new(cfg: EmulatorConfig) -> io::Result<Self> {
+    pub fn new(cfg: EmulatorConfig) -> Result<Self, Error> {
         if !(cfg.rate > 0.0 && cfg.tick_rate > 0.0) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "rate and tick rate must be positive",
-            ));
+            return Err(Error::config("rate and tick rate must be positive"));
         }
+        let encoder = Encoder::<Complex<i16>>::new(cfg.wire)
+            .ok()
+            .filter(|e| e.bytes_per_item() == 4)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "the emulator sends sc16 wire formats, not {}",
+                    cfg.wire
+                ))
+            })?;
         let sender = Sender::new(&SenderConfig::new(cfg.dest))?;
         let tone = match cfg.signal {
             Signal::Tone { cycles_per_sample } => {
@@ -233,7 +276,8 @@ impl Emulator {
                 (0..period as usize)
                     .map(|n| {
                         let ph = 2.0 * std::f64::consts::PI * n as f64 / period;
-                        sc16(
+                        encode(
+                            &encoder,
                             (0.5 * ph.cos() * 32767.0).round() as i16,
                             (0.5 * ph.sin() * 32767.0).round() as i16,
                         )
@@ -247,6 +291,7 @@ impl Emulator {
             sender,
             stop: Arc::new(AtomicBool::new(false)),
             tone,
+            encoder,
         })
     }
 
@@ -256,7 +301,7 @@ impl Emulator {
     }
 
     /// The sending socket's address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.sender.local_addr()
     }
 
@@ -265,7 +310,11 @@ impl Emulator {
             Signal::Ramp => {
                 for (k, s) in payload.chunks_exact_mut(4).enumerate() {
                     let n = first_sample + k as u64;
-                    s.copy_from_slice(&sc16(n as u16 as i16, (n >> 16) as u16 as i16));
+                    s.copy_from_slice(&encode(
+                        &self.encoder,
+                        n as u16 as i16,
+                        (n >> 16) as u16 as i16,
+                    ));
                 }
             }
             Signal::Tone { .. } => {
@@ -287,20 +336,22 @@ impl Emulator {
 
     /// Streams on the calling thread until the sample count or duration is reached or the
     /// stop flag is set.
-    pub fn run(mut self) -> io::Result<EmulatorReport> {
+    pub fn run(mut self) -> Result<EmulatorReport, Error> {
         let cfg = self.cfg.clone();
         let spp = cfg.samples_per_packet();
         let header = cfg.header_len();
-        let ticks_per_sample = cfg.tick_rate / cfg.rate;
         let first_seq = cfg.format.first_seq();
+        let mut framer = Framer::new(cfg.format);
+        let (start_ticks, ticks_per_sample) = cfg.clock();
+        if cfg.timestamps() {
+            framer = framer.timestamps(start_ticks, ticks_per_sample);
+        }
         let full = header + 4 * spp;
         const BATCH: usize = 32;
         let per_call = cfg.packets_per_call();
         // Room for a batch plus duplicates and a held-back reordered packet.
         let mut buf = vec![0u8; full * (2 * BATCH + 2)];
         let mut pacer = (!cfg.unpaced).then(|| {
-            // Sleeps of tens of microseconds need a fine timer slack (Linux's default is 50 µs).
-            sys::set_timer_slack_ns(1_000);
             let bytes_per_s = cfg.rate / spp as f64 * full as f64;
             Pacer::new(bytes_per_s, full * 4.max(per_call))
         });
@@ -313,15 +364,62 @@ impl Emulator {
         let start = Instant::now();
         let mut packet = 0u64; // packets the device produced (sent or dropped)
         let mut sample = 0u64;
-        let mut seq = first_seq;
         let mut held: Option<Vec<u8>> = None;
         let mut sizes: Vec<usize> = Vec::with_capacity(2 * BATCH + 2);
         let mut attempted = 0u64;
+        let plan = cfg.context.filter(|_| cfg.format == Format::Vrt);
+        // The data packet before which the last context packet went out (1-based).
+        let mut context_before = 0u64;
+        let due = |k: u64| {
+            plan.is_some_and(|p| {
+                k == 1
+                    || (p.every > 0 && (k - 1).is_multiple_of(p.every))
+                    || p.retune.is_some_and(|(after, _, _)| k == after + 1)
+            })
+        };
         'stream: loop {
             let mut used = 0usize;
             let mut ended = false;
             sizes.clear();
+            if let Some(p) = plan
+                && due(packet + 1)
+                && context_before != packet + 1
+            {
+                context_before = packet + 1;
+                let retuned = p.retune.filter(|&(after, _, _)| packet >= after);
+                let (rate, freq) = retuned.map_or((cfg.rate, p.rf_freq), |(_, r, f)| (r, f));
+                let ctx = crate::format::vrt::context::IfContext {
+                    stream_id: Some(1),
+                    changed: packet == 0 || retuned.is_some_and(|(after, _, _)| packet == after),
+                    sample_rate_sps: Some(rate),
+                    rf_ref_freq_hz: Some(freq),
+                    bandwidth_hz: Some(0.8 * rate),
+                    gain_db: Some((p.gain_db, 0.0)),
+                    class_id: p.difi.then_some((
+                        crate::format::vrt::DIFI_OUI,
+                        crate::format::vrt::context::DIFI_INFO_CLASS,
+                        crate::format::vrt::context::DIFI_CONTEXT_CLASS,
+                    )),
+                    ..Default::default()
+                };
+                let ticks = start_ticks + (sample as f64 * ticks_per_sample) as u64;
+                let bytes = crate::format::vrt::context::emit_context(
+                    &ctx,
+                    (r.context_sent % 16) as u8,
+                    Some(ticks),
+                )
+                .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+                attempted += 1;
+                r.context_sent += 1;
+                if let Err(e) = self.sender.send_datagrams(&[&bytes]) {
+                    tracing::debug!(error = %e, "emulator send failed");
+                }
+            }
             for _ in 0..per_call {
+                // A context packet goes out before its data packet: end the batch here.
+                if due(packet + 1) && context_before != packet + 1 {
+                    break;
+                }
                 if self.stop.load(Ordering::Relaxed)
                     || cfg.samples.is_some_and(|n| sample >= n)
                     || cfg.duration.is_some_and(|d| start.elapsed() >= d)
@@ -336,24 +434,20 @@ impl Emulator {
                 let len = header + 4 * n;
                 packet += 1;
                 if f.restart_after.is_some_and(|a| packet == a + 1) {
-                    seq = first_seq;
+                    framer.set_seq(first_seq);
                     r.restarts += 1;
                 }
-                let packet_seq = seq;
-                seq = seq.wrapping_add(1);
-                let ticks = cfg
-                    .timestamps()
-                    .then(|| cfg.start_ticks + (sample as f64 * ticks_per_sample).round() as u64);
                 if every(f.drop_every, packet) {
+                    framer.skip(1, n as u64);
                     r.dropped += 1;
                     r.dropped_samples += n as u64;
                     sample += n as u64;
                     continue;
                 }
                 let dg = &mut buf[used..used + len];
-                cfg.format
-                    .emit_header(dg, packet_seq, ticks, false)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                framer
+                    .frame(dg, n as u64, 0)
+                    .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
                 self.fill(sample, &mut dg[header..]);
                 sample += n as u64;
                 r.packets_sent += 1;
@@ -498,6 +592,51 @@ mod tests {
     }
 
     #[test]
+    fn vrt_context_packets_go_before_their_data_packet() {
+        use crate::format::PacketClass;
+        use crate::format::vrt::context::{Difi, parse_context};
+        let mut c = base(Format::Vrt);
+        c.tick_rate = c.rate;
+        c.start_ticks = 0;
+        c.context = Some(ContextPlan {
+            every: 20,
+            rf_freq: 1e9,
+            gain_db: 10.0,
+            retune: Some((30, 5e6, 2e9)),
+            difi: true,
+        });
+        let (r, got) = capture(c);
+        assert_eq!(r.packets_sent, 50);
+        // Before data packets 1, 21, 31 (the retune) and 41.
+        assert_eq!(r.context_sent, 4, "{r:?}");
+        assert_eq!(got.len(), 54);
+        let mut data = 0u64;
+        let mut seen = Vec::new();
+        for dg in &got {
+            match Format::Vrt.parse(dg).unwrap().class {
+                PacketClass::Data => data += 1,
+                PacketClass::Context => {
+                    let ctx = parse_context(dg).unwrap();
+                    assert_eq!(ctx.difi, Some(Difi::StandardContext { complete: true }));
+                    // Timestamped with the next data packet's first sample.
+                    assert_eq!(ctx.sample_count, Some(data * 100));
+                    seen.push((data, ctx.sample_rate_sps, ctx.rf_ref_freq_hz, ctx.changed));
+                }
+                PacketClass::NonData => panic!("unexpected packet"),
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                (0, Some(10e6), Some(1e9), true),
+                (20, Some(10e6), Some(1e9), false),
+                (30, Some(5e6), Some(2e9), true),
+                (40, Some(5e6), Some(2e9), false),
+            ]
+        );
+    }
+
+    #[test]
     fn chdr_sequence_and_timestamps_as_a_device_sends_them() {
         let (r, got) = capture(base(Format::Chdr));
         assert_eq!((r.packets_sent, r.samples_sent), (50, 5000));
@@ -514,6 +653,17 @@ mod tests {
             let i = i16::from_le_bytes([p[0], p[1]]);
             let q = i16::from_le_bytes([p[2], p[3]]);
             assert_eq!(ramp_index(i, q), 100 * k as u32);
+        }
+    }
+
+    #[test]
+    fn vrt_timestamps_count_samples_whatever_the_tick_rate() {
+        // 20 MHz ticks, 10 Msps: start_ticks 1000 is sample 500; TSF counts samples.
+        let (r, got) = capture(base(Format::Vrt));
+        assert_eq!(r.packets_sent, 50);
+        for (k, dg) in got.iter().enumerate() {
+            let info = Format::Vrt.parse(dg).unwrap();
+            assert_eq!(info.timestamp.unwrap().linear(), Some(500 + 100 * k as u64));
         }
     }
 

@@ -1,18 +1,23 @@
 //! # fsdr-net-io
 //!
-//! Runtime-free building blocks for streaming radio samples over UDP at 10 GbE rates:
+//! Runtime-free building blocks for streaming radio samples over UDP at 10 GbE rates. This
+//! crate knows nothing of FutureSDR; the blocks of the `fsdr-net` crate sit on it.
 //!
-//! * [`socket`]: binding (IPv4/IPv6/dual-stack), multicast, large receive buffers, kernel
-//!   drop reporting, receive timestamps, source allow-lists.
-//! * [`Engine`]: receive threads that drain the socket in batches into preallocated slots and
-//!   hand them to one consumer without locks; every datagram is delivered or counted.
-//! * [`format`]: raw, GNU Radio sequence headers, Ettus CHDR and VITA-49/DIFI, as zero-copy
-//!   views with emitters.
-//! * [`seq`]: sequence tracking (gaps, duplicates, late, restarts) and reordering.
-//! * [`send`]: batched, GSO-capable, paced sending.
-//! * [`stats`]: the counters.
+//! | module | holds |
+//! |---|---|
+//! | [`socket`] | binding (IPv4/IPv6/dual-stack), multicast, large receive buffers, kernel drop reporting, timestamps, source allow-lists |
+//! | [`engine`] | [`Engine`]: receive threads (one backend each) that fill preallocated slots and hand them to one consumer without locks; every datagram delivered or counted |
+//! | [`format`](mod@format) | raw, GNU Radio sequence headers, Ettus CHDR, VITA-49/DIFI: zero-copy views and emitters |
+//! | [`seq`] | sequence tracking (gaps, duplicates, late, restarts), widening of short counters, reordering |
+//! | [`sample`] | items and wire sample encodings (`sc16_chdr`, `sc16_item32_be`, …), converted as UHD does |
+//! | [`depacketizer`] | datagrams to items: zero-fill, staging, partial items, tags |
+//! | [`send`] | batched, GSO-capable, paced sending; framing; io_uring sender |
+//! | [`emulator`] | a USRP in remote-streaming mode, with fault injection |
+//! | [`stats`] | the counters, declared once |
+//! | [`sys`] | every syscall, one module per concern |
 //!
-//! This crate knows nothing of FutureSDR; the blocks in the `fsdr-net` crate sit on it.
+//! Cargo feature `uring` (default): the io_uring backends and sender; without it neither
+//! io-uring nor tokio-uring is built.
 //!
 //! ```
 //! use std::time::Duration;
@@ -37,22 +42,29 @@
 //! ```
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod depacketizer;
 pub mod emulator;
 pub mod engine;
+mod error;
 pub mod format;
-mod ring;
+pub mod inplace;
+mod notify;
+pub mod sample;
 pub mod send;
-pub mod send_uring;
 pub mod seq;
 pub mod socket;
 pub mod stats;
 pub mod sys;
 
 pub use engine::{
-    Backend, Datagram, Engine, EngineConfig, EngineError, StatsHandle, StreamKey, ThreadOptions,
+    Arrival, Backend, Capabilities, Clocks, Coalesce, Datagram, DatagramMeta, Engine, EngineConfig,
+    Gap, Overload, StatsHandle, StreamKey, ThreadOptions,
 };
-pub use format::{Format, FormatError, PacketClass, PacketInfo, Timestamp};
-pub use ring::{Arrival, ArrivalClock, DatagramMeta, Notified, Notify};
+pub use error::{Error, resolve};
+pub use format::{DataHeader, Format, FormatError, PacketClass, PacketInfo, Timestamp};
+pub use notify::{Notified, Notify};
+pub use sample::{Item, WireFormat};
 pub use seq::{SeqConfig, SeqEvent};
 pub use stats::{Stats, ThreadStats};

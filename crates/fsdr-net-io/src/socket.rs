@@ -11,8 +11,8 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::AsRawFd;
 
+use nix::sys::socket::{setsockopt, sockopt};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::sys;
@@ -120,6 +120,9 @@ pub struct SocketConfig {
     pub busy_poll_us: Option<u32>,
     /// Kernel receive timestamps (`SO_TIMESTAMPNS`).
     pub timestamps: bool,
+    /// UDP GRO (`UDP_GRO`): the kernel may coalesce consecutive datagrams of one flow into one
+    /// receive, which the engine splits again (mio and reuseport backends).
+    pub gro: bool,
 }
 
 impl SocketConfig {
@@ -134,6 +137,7 @@ impl SocketConfig {
             force_recv_buffer: true,
             busy_poll_us: None,
             timestamps: false,
+            gro: false,
         }
     }
 
@@ -191,13 +195,12 @@ pub fn rmem_max() -> Option<usize> {
 
 fn size_recv_buffer(socket: &Socket, cfg: &SocketConfig) -> io::Result<BufferReport> {
     let requested = cfg.recv_buffer;
-    let fd = socket.as_raw_fd();
     let _ = socket.set_recv_buffer_size(requested);
     let mut effective = socket.recv_buffer_size()? / 2;
     let mut forced = false;
     if effective < requested && cfg.force_recv_buffer {
-        let value = requested.min(i32::MAX as usize) as i32;
-        if sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value).is_ok() {
+        let value = requested.min(i32::MAX as usize);
+        if setsockopt(socket, sockopt::RcvBufForce, &value).is_ok() {
             forced = true;
             effective = socket.recv_buffer_size()? / 2;
         }
@@ -254,13 +257,17 @@ pub fn open_socket(cfg: &SocketConfig, reuse_port: bool) -> io::Result<OpenedSoc
         socket.set_reuse_address(true)?;
     }
     let buffer = size_recv_buffer(&socket, cfg)?;
-    let fd = socket.as_raw_fd();
-    sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)?;
+    setsockopt(&socket, sockopt::RxqOvfl, &1).map_err(io::Error::from)?;
     if cfg.timestamps {
-        sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+        setsockopt(&socket, sockopt::ReceiveTimestampns, &true).map_err(io::Error::from)?;
+    }
+    if cfg.gro {
+        setsockopt(&socket, sockopt::UdpGroSegment, &true)
+            .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("UDP_GRO: {e}")))?;
     }
     if let Some(us) = cfg.busy_poll_us {
-        sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us as i32)
+        socket
+            .set_busy_poll(us)
             .map_err(|e| io::Error::new(e.kind(), format!("SO_BUSY_POLL={us}: {e}")))?;
     }
     socket.set_nonblocking(true)?;

@@ -1,67 +1,204 @@
-//! Counters of the receive engine and the snapshot that reports them.
+//! Counters of the receive engine and the snapshots that report them.
 //!
 //! Every datagram the kernel hands a receive thread ends in exactly one place: delivered to
 //! the consumer, or counted as `overflow`, `truncated`, `rejected`, `malformed`, `skipped`,
-//! `duplicates` or `late` (or still queued). Datagrams the kernel dropped before that are
-//! `kernel_drops`. Missed frames are counted separately, from sequence numbers.
+//! `duplicates` or `late` (or `unconsumed` at shutdown). Datagrams the kernel dropped before
+//! that are `kernel_drops`. Missed frames are counted separately, from sequence numbers.
+//!
+//! The counters are declared once, in the table inside this module: the per-thread atomics,
+//! the consumer's atomics, [`Stats`] and [`ThreadStats`] with their `serde` form, the field
+//! list [`Stats::FIELDS`] (name and meaning, in a stable order), `Display`, and the
+//! conversion to and from `(name, value)` pairs that the FutureSDR `stats` port uses all
+//! derive from it.
 //!
 //! ```no_run
 //! # fn f(engine: &fsdr_net_io::Engine) {
 //! let s = engine.stats();
 //! println!("{} delivered, {} lost in the kernel, {} missed frames",
 //!          s.delivered, s.kernel_drops, s.missed);
+//! for (name, value) in s.fields() {
+//!     println!("{name} = {value}");
+//! }
 //! # }
 //! ```
 
+use crossbeam_utils::CachePadded;
+use serde::{Deserialize, Serialize};
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ring::CachePadded;
-
-/// A counter with a single writer: increments are a plain load and store, readers see a
-/// consistent (if slightly old) value at any time.
+/// A counter with a single writer: increments are a plain load and store (no locked
+/// read-modify-write), readers on other threads see a consistent, possibly slightly old value.
 #[derive(Debug, Default)]
 pub(crate) struct Counter(AtomicU64);
 
 impl Counter {
+    /// Adds `n` (single writer only).
     pub(crate) fn add(&self, n: u64) {
         if n != 0 {
             self.0
                 .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
         }
     }
-    pub(crate) fn set(&self, v: u64) {
-        self.0.store(v, Ordering::Relaxed);
+    /// Raises the value to `v` if it is larger (single writer only).
+    pub(crate) fn max(&self, v: u64) {
+        if v > self.0.load(Ordering::Relaxed) {
+            self.0.store(v, Ordering::Relaxed);
+        }
     }
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
 
-/// Counters written by one receive thread.
-#[derive(Debug, Default)]
-pub(crate) struct ThreadCounters {
-    pub(crate) received: Counter,
-    pub(crate) bytes: Counter,
-    pub(crate) kernel_drops: Counter,
-    pub(crate) overflow: Counter,
-    pub(crate) truncated: Counter,
-    pub(crate) rejected: Counter,
-    pub(crate) malformed: Counter,
-    pub(crate) skipped: Counter,
-    pub(crate) rearms: Counter,
+/// `FIELDS`, `fields()` and `set_field()` of a struct of `u64` counters.
+macro_rules! field_table {
+    ($ty:ident { $( $field:ident, $doc:literal; )* }) => {
+        impl $ty {
+            /// Every field: its name and what it counts, in a stable order.
+            pub const FIELDS: &'static [(&'static str, &'static str)] =
+                &[ $( (stringify!($field), $doc), )* ];
+
+            /// Every field as `(name, value)`, in the order of `FIELDS`.
+            pub fn fields(&self) -> impl Iterator<Item = (&'static str, u64)> + use<> {
+                [ $( (stringify!($field), self.$field), )* ].into_iter()
+            }
+
+            /// Sets the field `name`; false when there is no such field.
+            pub fn set_field(&mut self, name: &str, value: u64) -> bool {
+                match name {
+                    $( stringify!($field) => { self.$field = value; true } )*
+                    _ => false,
+                }
+            }
+        }
+    };
+}
+pub(crate) use field_table;
+
+/// Declares the engine's counters once: the per-thread atomics and their local batch
+/// accumulator, the consumer's atomics, and the snapshots with their field tables.
+macro_rules! counters {
+    (
+        thread { $( $tf:ident : $tk:ident, $td:literal; )* }
+        consumer { $( $cf:ident, $cd:literal; )* }
+    ) => {
+        /// Counters of one receive thread.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct ThreadCounts {
+            $( #[doc = $td] pub $tf: u64, )*
+        }
+        field_table!(ThreadCounts { $( $tf, $td; )* });
+
+        #[derive(Debug, Default)]
+        pub(crate) struct ThreadCounters {
+            $( pub(crate) $tf: Counter, )*
+        }
+
+        impl ThreadCounters {
+            pub(crate) fn snapshot(&self) -> ThreadCounts {
+                ThreadCounts { $( $tf: self.$tf.get(), )* }
+            }
+        }
+
+        /// Counts a receive thread accumulates over a batch, published at once.
+        #[derive(Debug, Default, Clone, Copy)]
+        pub(crate) struct LocalCounts {
+            $( pub(crate) $tf: u64, )*
+        }
+
+        impl LocalCounts {
+            /// Publishes the accumulated counts and clears them.
+            pub(crate) fn flush(&mut self, to: &ThreadCounters) {
+                $( counters!(@flush $tk, to.$tf, self.$tf); )*
+                *self = Self::default();
+            }
+        }
+
+        #[derive(Debug, Default)]
+        pub(crate) struct ConsumerCounters {
+            $( pub(crate) $cf: Counter, )*
+        }
+
+        /// A snapshot of every counter of an engine, summed over receive threads, with the
+        /// per-thread figures.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct Stats {
+            $( #[doc = $td] pub $tf: u64, )*
+            $( #[doc = $cd] pub $cf: u64, )*
+            /// Per receive thread.
+            #[serde(skip_serializing_if = "Vec::is_empty", default)]
+            pub per_thread: Vec<ThreadStats>,
+        }
+        field_table!(Stats { $( $tf, $td; )* $( $cf, $cd; )* });
+
+        impl Counters {
+            pub(crate) fn snapshot(&self) -> Stats {
+                let per_thread: Vec<ThreadStats> = self
+                    .threads
+                    .iter()
+                    .enumerate()
+                    .map(|(thread, t)| ThreadStats { thread, counts: t.snapshot() })
+                    .collect();
+                let c = &self.consumer;
+                Stats {
+                    $( $tf: per_thread.iter().map(|t| t.counts.$tf).sum(), )*
+                    $( $cf: c.$cf.get(), )*
+                    per_thread,
+                }
+            }
+        }
+    };
+    (@flush add, $to:expr, $v:expr) => { $to.add($v) };
+    (@flush max, $to:expr, $v:expr) => { if $v != 0 { $to.max($v) } };
 }
 
-/// Counters written by the consumer.
-#[derive(Debug, Default)]
-pub(crate) struct ConsumerCounters {
-    pub(crate) delivered: Counter,
-    pub(crate) delivered_bytes: Counter,
-    pub(crate) missed: Counter,
-    pub(crate) duplicates: Counter,
-    pub(crate) late: Counter,
-    pub(crate) resyncs: Counter,
-    pub(crate) reordered: Counter,
-    pub(crate) unconsumed: Counter,
+counters! {
+    thread {
+        received: add, "Datagrams taken from the kernel.";
+        bytes: add, "Bytes taken from the kernel.";
+        kernel_drops: max, "Datagrams the kernel dropped for a full receive buffer (SO_RXQ_OVFL, SO_MEMINFO).";
+        overflow: add, "Datagrams read and dropped because the consumer held every slot (read-and-discard overload policy).";
+        truncated: add, "Datagrams larger than a slot (MSG_TRUNC), never delivered as if whole.";
+        rejected: add, "Datagrams from senders outside the allow-list.";
+        malformed: add, "Datagrams the format parser refused.";
+        skipped: add, "Valid packets without samples (VRT context, CHDR control), or of a stream no output asked for.";
+        rearms: add, "io_uring multishot receives re-armed after the kernel ended them.";
+        recv_calls: add, "Receive system calls (recvmmsg, recvmsg, io_uring submissions) made.";
+        wakeups: add, "Times the receive side woke the consumer.";
+        leaked_rings: add, "io_uring buffer rings kept alive (leaked on purpose) at shutdown because a cancelled multishot receive did not end.";
+        paused: add, "Times the receive side stopped reading because the consumer was behind (the kernel's buffer then absorbs or drops, counted as kernel_drops).";
+    }
+    consumer {
+        delivered, "Datagrams handed to the consumer.";
+        delivered_bytes, "Payload bytes (after the format's header) handed to the consumer.";
+        missed, "Frames missing from the delivered stream, by sequence number.";
+        duplicates, "Datagrams received twice (dropped).";
+        late, "Datagrams that arrived after their successors had been delivered (dropped).";
+        resyncs, "Sequence restarts: sender restarts, or jumps beyond the allowed gap.";
+        reordered, "Datagrams that arrived out of order and were put back in order.";
+        unconsumed, "Datagrams received but not taken by the consumer before shutdown.";
+    }
+}
+
+/// Counters of one receive thread, with its index.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadStats {
+    /// Thread index.
+    pub thread: usize,
+    /// The counters.
+    #[serde(flatten)]
+    pub counts: ThreadCounts,
+}
+
+impl std::ops::Deref for ThreadStats {
+    type Target = ThreadCounts;
+    fn deref(&self) -> &ThreadCounts {
+        &self.counts
+    }
 }
 
 /// All counters of an engine.
@@ -75,123 +212,29 @@ impl Counters {
     pub(crate) fn new(threads: usize) -> Self {
         Self {
             threads: (0..threads)
-                .map(|_| CachePadded(ThreadCounters::default()))
+                .map(|_| CachePadded::new(ThreadCounters::default()))
                 .collect(),
-            consumer: CachePadded(ConsumerCounters::default()),
+            consumer: CachePadded::new(ConsumerCounters::default()),
         }
     }
-
-    pub(crate) fn snapshot(&self) -> Stats {
-        let per_thread: Vec<ThreadStats> = self
-            .threads
-            .iter()
-            .enumerate()
-            .map(|(i, t)| ThreadStats {
-                thread: i,
-                received: t.received.get(),
-                bytes: t.bytes.get(),
-                kernel_drops: t.kernel_drops.get(),
-                overflow: t.overflow.get(),
-                truncated: t.truncated.get(),
-                rejected: t.rejected.get(),
-                malformed: t.malformed.get(),
-                skipped: t.skipped.get(),
-                rearms: t.rearms.get(),
-            })
-            .collect();
-        let sum = |f: fn(&ThreadStats) -> u64| per_thread.iter().map(f).sum::<u64>();
-        let c = &self.consumer;
-        Stats {
-            received: sum(|t| t.received),
-            bytes: sum(|t| t.bytes),
-            kernel_drops: sum(|t| t.kernel_drops),
-            overflow: sum(|t| t.overflow),
-            truncated: sum(|t| t.truncated),
-            rejected: sum(|t| t.rejected),
-            malformed: sum(|t| t.malformed),
-            skipped: sum(|t| t.skipped),
-            rearms: sum(|t| t.rearms),
-            delivered: c.delivered.get(),
-            delivered_bytes: c.delivered_bytes.get(),
-            missed: c.missed.get(),
-            duplicates: c.duplicates.get(),
-            late: c.late.get(),
-            resyncs: c.resyncs.get(),
-            reordered: c.reordered.get(),
-            unconsumed: c.unconsumed.get(),
-            per_thread,
-        }
-    }
-}
-
-/// Counters of one receive thread.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ThreadStats {
-    /// Thread index.
-    pub thread: usize,
-    /// Datagrams taken from the kernel.
-    pub received: u64,
-    /// Bytes taken from the kernel.
-    pub bytes: u64,
-    /// Datagrams the kernel dropped on this thread's socket (full receive buffer).
-    pub kernel_drops: u64,
-    /// Datagrams dropped because the consumer was behind (no free slot).
-    pub overflow: u64,
-    /// Datagrams larger than a slot (`MSG_TRUNC`).
-    pub truncated: u64,
-    /// Datagrams from senders outside the allow-list.
-    pub rejected: u64,
-    /// Datagrams the format parser refused.
-    pub malformed: u64,
-    /// Valid packets that carry no samples (VRT context, CHDR control).
-    pub skipped: u64,
-    /// io_uring multishot receives re-armed after the kernel ended them.
-    pub rearms: u64,
-}
-
-/// A snapshot of every counter of an engine, summed over threads, with the per-thread figures.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Datagrams taken from the kernel.
-    pub received: u64,
-    /// Bytes taken from the kernel.
-    pub bytes: u64,
-    /// Datagrams dropped by the kernel for a full receive buffer (`SO_RXQ_OVFL`).
-    pub kernel_drops: u64,
-    /// Datagrams dropped because the consumer was behind.
-    pub overflow: u64,
-    /// Datagrams larger than a slot.
-    pub truncated: u64,
-    /// Datagrams from senders outside the allow-list.
-    pub rejected: u64,
-    /// Datagrams the format parser refused.
-    pub malformed: u64,
-    /// Valid packets without samples.
-    pub skipped: u64,
-    /// io_uring multishot re-arms.
-    pub rearms: u64,
-    /// Datagrams handed to the consumer.
-    pub delivered: u64,
-    /// Payload bytes (after the format's header) handed to the consumer.
-    pub delivered_bytes: u64,
-    /// Frames missing from the delivered stream, by sequence number.
-    pub missed: u64,
-    /// Datagrams received twice (dropped).
-    pub duplicates: u64,
-    /// Datagrams that arrived after their successors had been delivered (dropped).
-    pub late: u64,
-    /// Sequence restarts (sender restarts or jumps beyond the allowed gap).
-    pub resyncs: u64,
-    /// Datagrams that arrived out of order and were put back in order.
-    pub reordered: u64,
-    /// Datagrams received but not taken by the consumer before shutdown.
-    pub unconsumed: u64,
-    /// Per receive thread.
-    pub per_thread: Vec<ThreadStats>,
 }
 
 impl Stats {
-    /// Every datagram the receive threads dropped, for whatever reason, after the kernel.
+    /// Rebuilds a snapshot from `(name, value)` pairs (per-thread figures stay empty).
+    /// An unknown name is returned as the error.
+    pub fn from_fields<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, u64)>,
+    ) -> Result<Stats, String> {
+        let mut s = Stats::default();
+        for (name, value) in pairs {
+            if !s.set_field(name, value) {
+                return Err(name.to_string());
+            }
+        }
+        Ok(s)
+    }
+
+    /// Every datagram the receive side dropped, for whatever reason, after the kernel.
     pub fn dropped_after_kernel(&self) -> u64 {
         self.overflow
             + self.truncated
@@ -212,35 +255,115 @@ impl Stats {
 
 impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "received {} datagrams ({} bytes), delivered {} ({} payload bytes)",
-            self.received, self.bytes, self.delivered, self.delivered_bytes
-        )?;
-        writeln!(
-            f,
-            "kernel drops {}, overflow {}, truncated {}, rejected {}, malformed {}, skipped {}",
-            self.kernel_drops,
-            self.overflow,
-            self.truncated,
-            self.rejected,
-            self.malformed,
-            self.skipped
-        )?;
-        write!(
-            f,
-            "missed frames {}, duplicates {}, late {}, reordered {}, resyncs {}",
-            self.missed, self.duplicates, self.late, self.reordered, self.resyncs
-        )?;
+        let parts: Vec<String> = self.fields().map(|(n, v)| format!("{n} {v}")).collect();
+        for (i, chunk) in parts.chunks(7).enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            f.write_str(&chunk.join(", "))?;
+        }
         if self.per_thread.len() > 1 {
             for t in &self.per_thread {
                 write!(
                     f,
-                    "\n  thread {}: received {}, kernel drops {}, overflow {}",
-                    t.thread, t.received, t.kernel_drops, t.overflow
+                    "\n  thread {}: received {}, kernel_drops {}, overflow {}",
+                    t.thread, t.counts.received, t.counts.kernel_drops, t.counts.overflow
                 )?;
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_round_trips_through_names_json_and_display() {
+        let mut s = Stats::default();
+        let names: Vec<&str> = Stats::FIELDS.iter().map(|(n, _)| *n).collect();
+        for (i, n) in names.iter().enumerate() {
+            assert!(s.set_field(n, i as u64 + 1), "{n}");
+        }
+        let back = Stats::from_fields(s.fields()).unwrap();
+        assert_eq!(back, s);
+        let json = serde_json::to_value(&s).unwrap();
+        for (n, v) in s.fields() {
+            assert_eq!(json[n].as_u64(), Some(v), "{n} in {json}");
+        }
+        let shown = s.to_string();
+        for n in &names {
+            assert!(shown.contains(n), "{n} in {shown}");
+        }
+        assert_eq!(Stats::from_fields([("bogus", 1)]), Err("bogus".into()));
+    }
+
+    #[test]
+    fn local_counts_flush_adds_and_keeps_the_maximum() {
+        let a = ThreadCounters::default();
+        let mut l = LocalCounts {
+            received: 3,
+            kernel_drops: 5,
+            ..Default::default()
+        };
+        l.flush(&a);
+        let mut l = LocalCounts {
+            received: 2,
+            kernel_drops: 4,
+            ..Default::default()
+        };
+        l.flush(&a);
+        assert_eq!((a.received.get(), a.kernel_drops.get()), (5, 5));
+        assert_eq!(l.received, 0);
+    }
+
+    #[test]
+    fn accounted_sums_every_fate() {
+        let s = Stats {
+            delivered: 10,
+            kernel_drops: 1,
+            overflow: 2,
+            duplicates: 3,
+            unconsumed: 4,
+            ..Default::default()
+        };
+        assert_eq!(s.accounted(), 20);
+    }
+}
+
+/// Model tests of the single-writer counters (`cargo xtask test` runs them under loom).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::thread;
+    use std::sync::Arc;
+
+    /// A reader on another thread sees each counter only grow, and never a value the writer
+    /// did not publish (no torn or lost increments from the plain load-and-store).
+    #[test]
+    fn loom_counters_publish_monotonically() {
+        loom::model(|| {
+            let c = Arc::new(ThreadCounters::default());
+            let w = c.clone();
+            let writer = thread::spawn(move || {
+                let mut local = LocalCounts {
+                    received: 2,
+                    kernel_drops: 5,
+                    ..Default::default()
+                };
+                local.flush(&w);
+                local.received = 3;
+                local.kernel_drops = 4; // an older drop count never lowers the maximum
+                local.flush(&w);
+            });
+            let a = c.snapshot();
+            let b = c.snapshot();
+            assert!([0, 2, 5].contains(&a.received), "{a:?}");
+            assert!(b.received >= a.received && b.kernel_drops >= a.kernel_drops);
+            writer.join().unwrap();
+            let end = c.snapshot();
+            assert_eq!((end.received, end.kernel_drops), (5, 5));
+        });
     }
 }

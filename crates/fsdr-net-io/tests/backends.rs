@@ -160,6 +160,11 @@ fn multishot_ring_running_dry_is_rearmed_loss_counted_and_reception_continues() 
     for seq in 1..=n {
         dg[..8].copy_from_slice(&seq.to_le_bytes());
         tx.send_to(&dg, engine.local_addr()).unwrap();
+        // Paced so that the receive thread keeps up until its ring runs dry (a burst would
+        // overflow the 64 KiB socket buffer before the ring had taken its 64 slots).
+        if seq % 16 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
     std::thread::sleep(Duration::from_millis(200));
     let stalled = engine.stats();

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
+use fsdr_net_io::engine::Overload;
 use fsdr_net_io::socket::{Multicast, MulticastInterface, SourceFilter};
-use fsdr_net_io::{Backend, Engine, EngineConfig, EngineError, Format, SeqEvent};
+use fsdr_net_io::{Backend, DataHeader, Engine, EngineConfig, Error, Format, SeqEvent};
 
 const N: u64 = 100_000;
 
@@ -65,13 +66,16 @@ fn uring_multishot_accounts_for_every_datagram() {
     accounting(Backend::UringMultishot);
 }
 
+/// The discard policy: the receive thread keeps reading while nobody consumes and drops in
+/// its overflow buffers, counted.
 #[test]
-fn stalled_consumer_overflows_are_counted_and_stream_resumes_with_a_gap() {
+fn stalled_consumer_with_discard_overflows_are_counted_and_stream_resumes() {
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.format = Format::Seq64;
     cfg.slots = 64;
     cfg.batch = 8;
     cfg.reorder_window = 0;
+    cfg.overload = Overload::Discard;
     let mut engine = Engine::start(cfg).unwrap();
     let n = 2_000;
     // Nobody consumes while these arrive.
@@ -98,8 +102,55 @@ fn stalled_consumer_overflows_are_counted_and_stream_resumes_with_a_gap() {
     assert_eq!(s.accounted(), n, "{s}");
     assert_eq!(s.delivered, 64);
     assert_eq!(s.overflow + s.kernel_drops, n - 64);
+    assert_eq!(s.paused, 0);
     // The first 64 are delivered in order; the overflowed tail leaves no successor, so no gap.
     assert_eq!(gaps, 0);
+}
+
+/// The pause policy (the default): the receive thread stops reading while nobody consumes;
+/// the kernel's buffer holds the stream, and nothing is read only to be thrown away.
+#[test]
+fn stalled_consumer_with_pause_reads_nothing_it_cannot_hand_over() {
+    for recv_buffer in [25_000_000usize, 64 * 1024] {
+        let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.format = Format::Seq64;
+        cfg.slots = 64;
+        cfg.batch = 8;
+        cfg.reorder_window = 0;
+        cfg.socket.recv_buffer = recv_buffer;
+        cfg.socket.force_recv_buffer = recv_buffer > 1 << 20;
+        let mut engine = Engine::start(cfg).unwrap();
+        let n = 2_000;
+        send(&engine, Format::Seq64, n, 200, Some(20e6))
+            .join()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let stalled = engine.stats();
+        let ctx = format!("buffer {recv_buffer}: {stalled}");
+        assert_eq!(stalled.received, 64, "only what the slots hold: {ctx}");
+        assert_eq!(stalled.overflow, 0, "{ctx}");
+        assert!(stalled.paused >= 1, "{ctx}");
+        let mut delivered = 0;
+        while engine.recv_timeout(Duration::from_millis(300)).is_some() {
+            delivered += 1;
+        }
+        let s = engine.shutdown();
+        let ctx = format!("buffer {recv_buffer}: {s}");
+        assert_eq!(s.accounted(), n, "{ctx}");
+        assert_eq!(s.delivered, delivered, "{ctx}");
+        assert_eq!(s.overflow, 0, "{ctx}");
+        if recv_buffer > 1 << 20 {
+            // The kernel held everything the slots could not.
+            assert_eq!((s.delivered, s.kernel_drops, s.missed), (n, 0, 0), "{ctx}");
+        } else {
+            // What the small buffer could not hold was dropped by the kernel; the sequence
+            // numbers show those that have a successor (with the whole stream sent while
+            // stalled, the dropped ones are its tail and have none).
+            assert!(s.kernel_drops > 0, "{ctx}");
+            assert_eq!(s.delivered + s.kernel_drops, n, "{ctx}");
+            assert!(s.missed <= s.kernel_drops, "{ctx}");
+        }
+    }
 }
 
 #[test]
@@ -184,11 +235,21 @@ fn truncated_malformed_and_non_data_are_counted_not_delivered() {
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let to = engine.local_addr();
     let mut good = vec![0u8; 64];
-    Format::Chdr.emit_header(&mut good, 0, None, false).unwrap();
+    Format::Chdr
+        .emit_header(&mut good, &DataHeader::default())
+        .unwrap();
     tx.send_to(&good, to).unwrap();
     // Larger than a slot.
     let mut big = vec![0u8; 2000];
-    Format::Chdr.emit_header(&mut big, 1, None, false).unwrap();
+    Format::Chdr
+        .emit_header(
+            &mut big,
+            &DataHeader {
+                seq: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     tx.send_to(&big, to).unwrap();
     // Length field disagrees.
     let mut bad = good.clone();
@@ -382,7 +443,7 @@ fn thread_options_pin_and_priority_errors_are_clear() {
     Engine::start(cfg.clone()).expect("pinning to CPU 0 works");
     cfg.threads.cpus = vec![1000];
     match Engine::start(cfg) {
-        Err(EngineError::Pin { cpu: 1000, .. }) => {}
+        Err(Error::Pin { cpu: 1000, .. }) => {}
         other => panic!("expected a pinning error, got {other:?}"),
     }
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
@@ -390,7 +451,7 @@ fn thread_options_pin_and_priority_errors_are_clear() {
     cfg.threads.fifo_priority = Some(10);
     match Engine::start(cfg) {
         Ok(_) => println!("SCHED_FIFO permitted here"),
-        Err(e @ EngineError::Priority { .. }) => {
+        Err(e @ Error::Priority { .. }) => {
             assert!(e.to_string().contains("CAP_SYS_NICE"), "{e}")
         }
         Err(e) => panic!("unexpected error {e}"),
@@ -401,17 +462,14 @@ fn thread_options_pin_and_priority_errors_are_clear() {
 fn bad_configuration_is_an_error_not_a_panic() {
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.batch = 0;
-    assert!(matches!(Engine::start(cfg), Err(EngineError::Config(_))));
+    assert!(matches!(Engine::start(cfg), Err(Error::Config(_))));
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.reorder_window = cfg.slots;
-    assert!(matches!(Engine::start(cfg), Err(EngineError::Config(_))));
+    assert!(matches!(Engine::start(cfg), Err(Error::Config(_))));
     // Address in use.
     let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
     let cfg = EngineConfig::new(taken.local_addr().unwrap());
-    assert!(matches!(
-        Engine::start(cfg),
-        Err(EngineError::Socket { .. })
-    ));
+    assert!(matches!(Engine::start(cfg), Err(Error::Socket { .. })));
 }
 
 #[test]
@@ -424,14 +482,18 @@ fn kernel_timestamps_when_enabled() {
         .send_to(b"t", engine.local_addr())
         .unwrap();
     let d = engine.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert_eq!(d.meta().arrival.clock, fsdr_net_io::ArrivalClock::Kernel);
+    let arrival = d.meta().arrival;
+    let kernel = arrival.kernel_realtime_ns.expect("a kernel timestamp");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64;
-    let age = now.saturating_sub(d.meta().arrival.ns);
+    let age = now.saturating_sub(kernel);
     assert!(
         age < 60_000_000_000,
         "kernel timestamp is recent: {age} ns old"
     );
+    // On the monotonic clock, the arrival precedes the delivery by about the same age.
+    let mono_age = fsdr_net_io::sys::monotonic_ns().saturating_sub(arrival.monotonic_ns);
+    assert!(mono_age < 60_000_000_000, "{mono_age}");
 }

@@ -3,7 +3,7 @@
 
 use fsdr_net_io::format::chdr::{ChdrPacket, ChdrRepr, PacketType};
 use fsdr_net_io::format::vrt::{Tsf, Tsi, VrtClassId, VrtPacket, VrtRepr, VrtTimestamp};
-use fsdr_net_io::format::{Format, PacketClass};
+use fsdr_net_io::format::{DataHeader, Format, PacketClass};
 use fsdr_net_io::seq::{Reorder, SeqConfig, SeqEvent, SeqTracker};
 use proptest::prelude::*;
 
@@ -30,7 +30,7 @@ proptest! {
             if matches!(format, Format::SeqPlusSize) && payload > i16::MAX as usize {
                 continue;
             }
-            let h = format.emit_header(&mut dg, seq, ts, false).unwrap();
+            let h = format.emit_header(&mut dg, &DataHeader { seq, timestamp: ts, ..Default::default() }).unwrap();
             let info = format.parse(&dg).unwrap();
             prop_assert_eq!(info.class, PacketClass::Data);
             prop_assert_eq!(info.payload(), h..dg.len());

@@ -2,66 +2,181 @@
 //! what the kernel returned (truncated, rejected, malformed, non-data, deliverable), counting,
 //! publishing to the consumer, and the thread set-up (pinning, priority).
 
-use std::os::fd::RawFd;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{EngineError, Shared, ThreadOptions};
+use std::time::Duration;
+
+use super::config::{Coalesce, EngineConfig, Overload};
+use super::datagram::{Arrival, Clocks, DatagramMeta};
+use super::slots::{ReceiverEnd, SlotPool};
+use super::{Shared, ThreadOptions};
+use crate::Error;
 use crate::format::{Format, PacketClass};
-use crate::ring::{Arrival, ArrivalClock, DatagramMeta, SlotPool};
 use crate::socket::SourceFilter;
-use crate::stats::ThreadCounters;
+use crate::stats::{LocalCounts, ThreadCounters};
 use crate::sys::{self, RecvMeta};
+
+/// How often a paused receive thread looks whether the consumer made room.
+const PAUSE_CHECK: Duration = Duration::from_micros(250);
+/// The window over which the arrival rate (for the latency budget) is measured.
+const RATE_WINDOW_NS: u64 = 10_000_000;
+
+/// When to wake the consumer ([`Coalesce`]).
+#[derive(Debug)]
+struct Moderation {
+    coalesce: Coalesce,
+    /// Datagrams handed over since the last wake-up, and when the first of them was.
+    pending: u64,
+    first_ns: u64,
+    last_wake_ns: u64,
+}
+
+impl Moderation {
+    /// When the pending datagrams must wake the consumer (now or later).
+    fn due(&self, now: u64) -> u64 {
+        match self.coalesce {
+            Coalesce::Off => now,
+            Coalesce::Fixed { frames, time } => {
+                if self.pending >= frames as u64 {
+                    now
+                } else {
+                    self.first_ns + time.as_nanos() as u64
+                }
+            }
+            Coalesce::Adaptive { frames, time } => {
+                let t = time.as_nanos() as u64;
+                if self.pending >= frames as u64 || now.saturating_sub(self.last_wake_ns) >= t {
+                    now
+                } else {
+                    self.first_ns + t
+                }
+            }
+        }
+    }
+}
+
+/// The queue in front of the consumer bounded in time: the arrival rate measured over a
+/// window gives how many datagrams the latency budget holds.
+#[derive(Debug)]
+struct Budget {
+    budget_ns: Option<u64>,
+    floor: usize,
+    slots: usize,
+    window_start: u64,
+    window_count: u64,
+    /// Datagrams the consumer may hold.
+    cap: usize,
+}
+
+impl Budget {
+    fn arrived(&mut self, n: u64, now: u64) {
+        self.window_count += n;
+        let elapsed = now.saturating_sub(self.window_start);
+        if elapsed >= RATE_WINDOW_NS {
+            if let Some(b) = self.budget_ns {
+                let per_ns = self.window_count as f64 / elapsed as f64;
+                self.cap = ((per_ns * b as f64) as usize).clamp(self.floor, self.slots);
+            }
+            self.window_start = now;
+            self.window_count = 0;
+        }
+    }
+}
 
 /// Per-thread receive state shared by all backends.
 pub(crate) struct Worker {
     pub(crate) index: u16,
     pub(crate) shared: Arc<Shared>,
+    pool: Arc<SlotPool>,
+    end: ReceiverEnd,
     format: Format,
     filter: SourceFilter,
+    /// Hand VRT context packets to the consumer instead of counting them as skipped.
+    deliver_context: bool,
     /// Free slots this thread owns and has not used yet.
     pub(crate) stash: Vec<u32>,
     /// Slots taken for a batch that came back unused or were recycled.
     keep: Vec<u32>,
     /// Overflow buffers, `batch` slots of `slot_size` bytes.
     scratch: Box<[u8]>,
-    published: bool,
-    // Counts accumulated over a batch, flushed by `publish`.
-    received: u64,
-    bytes: u64,
-    overflow: u64,
-    truncated: u64,
-    rejected: u64,
-    malformed: u64,
-    skipped: u64,
-    kernel_drops: Option<u32>,
+    /// Counts accumulated over a batch, flushed by `publish`.
+    pub(crate) counts: LocalCounts,
+    /// A receive returned the empty, senderless result of `shutdown(SHUT_RD)`: the socket's
+    /// queue was empty and the engine is stopping.
+    pub(crate) shut_down: bool,
+    /// Datagrams handed over since the last `publish`.
+    new_items: u64,
+    /// Slots lent to the kernel (the multishot backend's provided-buffer ring).
+    pub(crate) lent: usize,
+    moderation: Moderation,
+    budget: Budget,
+    overload: Overload,
+    batch: usize,
 }
 
 impl Worker {
-    pub(crate) fn new(index: usize, shared: Arc<Shared>, batch: usize) -> Self {
-        let slot_size = shared.pools[index].slot_size();
+    pub(crate) fn new(
+        index: usize,
+        shared: Arc<Shared>,
+        end: ReceiverEnd,
+        cfg: &EngineConfig,
+        batch: usize,
+    ) -> Self {
+        let pool = shared.pools[index].clone();
+        let slot_size = pool.slot_size();
+        let slots = pool.slots();
         Self {
+            new_items: 0,
+            lent: 0,
+            moderation: Moderation {
+                coalesce: cfg.coalesce,
+                pending: 0,
+                first_ns: 0,
+                last_wake_ns: 0,
+            },
+            budget: Budget {
+                budget_ns: cfg.latency_budget.map(|b| b.as_nanos() as u64),
+                floor: (2 * cfg.batch).min(slots),
+                slots,
+                window_start: sys::monotonic_ns(),
+                window_count: 0,
+                cap: slots,
+            },
+            overload: cfg.overload,
+            batch,
             index: index as u16,
             format: shared.format,
             filter: shared.filter.clone(),
+            deliver_context: cfg.deliver_context,
+            pool,
+            end,
             shared,
             stash: Vec::with_capacity(batch),
             keep: Vec::with_capacity(batch),
             scratch: vec![0x5au8; batch.max(1) * slot_size].into_boxed_slice(),
-            published: false,
-            received: 0,
-            bytes: 0,
-            overflow: 0,
-            truncated: 0,
-            rejected: 0,
-            malformed: 0,
-            skipped: 0,
-            kernel_drops: None,
+            counts: LocalCounts::default(),
+            shut_down: false,
         }
     }
 
+    /// Whether `meta` is the wake-up of `shutdown(SHUT_RD)` rather than a datagram (a real
+    /// datagram always has a sender); remembered in `shut_down`.
+    fn shutdown_marker(&mut self, meta: &RecvMeta) -> bool {
+        let marker = meta.len == 0 && meta.source.is_none() && !meta.truncated;
+        self.shut_down |= marker;
+        marker
+    }
+
     pub(crate) fn pool(&self) -> &SlotPool {
-        &self.shared.pools[self.index as usize]
+        &self.pool
+    }
+
+    /// Another reference to the pool (to keep it alive on purpose).
+    #[cfg(feature = "uring")]
+    pub(crate) fn pool_arc(&self) -> Arc<SlotPool> {
+        self.pool.clone()
     }
 
     fn counters(&self) -> &ThreadCounters {
@@ -72,41 +187,97 @@ impl Worker {
         self.shared.stop.load(Ordering::Acquire)
     }
 
-    /// Tops the stash up to `n` free slots (fewer when the consumer is behind).
+    /// Takes one slot back from the consumer, if it returned one.
+    #[cfg(feature = "uring")]
+    pub(crate) fn take_free(&mut self) -> Option<u32> {
+        self.end.free.pop().ok()
+    }
+
+    /// Datagrams the consumer holds now (ready, held for reordering, or being used).
+    fn held_by_consumer(&self) -> usize {
+        self.pool.slots() - self.stash.len() - self.end.free.slots() - self.lent
+    }
+
+    /// Slots this thread may receive into now: free ones, as far as the latency budget lets
+    /// the consumer's queue grow.
+    pub(crate) fn room(&self) -> usize {
+        let free = self.stash.len() + self.end.free.slots();
+        free.min(self.budget.cap.saturating_sub(self.held_by_consumer()))
+    }
+
+    /// Tops the stash up to `n` free slots; returns how many a receive may use (fewer when
+    /// the consumer is behind).
     pub(crate) fn fill_stash(&mut self, n: usize) -> usize {
         while self.stash.len() < n {
-            match self.pool().free.pop() {
-                Some(i) => self.stash.push(i),
-                None => break,
+            match self.end.free.pop() {
+                Ok(i) => self.stash.push(i),
+                Err(_) => break,
             }
         }
-        self.stash.len().min(n)
+        self.room().min(n)
+    }
+
+    /// Whether the overload policy is to stop reading.
+    pub(crate) fn pauses(&self) -> bool {
+        self.overload == Overload::Pause
+    }
+
+    /// Counts a pause of a backend that waits on its own timer (io_uring), and wakes the
+    /// consumer for what is ready.
+    #[cfg(feature = "uring")]
+    pub(crate) fn note_paused(&mut self) {
+        self.wake(sys::monotonic_ns());
+        self.counts.paused += 1;
+        self.counts
+            .flush(&self.shared.counters.threads[self.index as usize]);
+    }
+
+    /// The consumer is behind and the policy is to pause: wakes it for what is ready, then
+    /// waits until it has made room for a batch (or the engine stops).
+    pub(crate) fn wait_for_room(&mut self) {
+        self.wake(sys::monotonic_ns());
+        self.counts.paused += 1;
+        self.counts
+            .flush(&self.shared.counters.threads[self.index as usize]);
+        let signal = &self.shared.resume[self.index as usize];
+        signal.paused.store(true, Ordering::Release);
+        let want = self.batch.min(self.budget.cap).max(1);
+        while !self.stopping() && self.room() < want {
+            signal.notify.wait_timeout(PAUSE_CHECK);
+            // The rate keeps being measured against the clock, so that a budget set while
+            // the stream was faster does not keep the queue short for ever.
+            self.budget.arrived(0, sys::monotonic_ns());
+        }
+        signal.paused.store(false, Ordering::Release);
     }
 
     /// Pointer to overflow buffer `i`.
     pub(crate) fn scratch_ptr(&mut self, i: usize) -> *mut u8 {
-        let size = self.pool().slot_size();
+        let size = self.pool.slot_size();
         self.scratch[i * size..].as_mut_ptr()
     }
 
     fn note_kernel(&mut self, meta: &RecvMeta) {
-        self.received += 1;
-        self.bytes += meta.len as u64;
+        self.counts.received += 1;
+        self.counts.bytes += meta.len as u64;
         if let Some(d) = meta.kernel_drops {
-            self.kernel_drops = Some(d);
+            self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
         }
     }
 
     /// Handles a datagram received into a scratch buffer: counted as overflow.
     pub(crate) fn overflowed(&mut self, meta: &RecvMeta) {
+        if self.shutdown_marker(meta) {
+            return;
+        }
         self.note_kernel(meta);
-        self.overflow += 1;
+        self.counts.overflow += 1;
     }
 
     /// Handles a datagram received into slot `slot`. Returns true when the slot went to the
     /// consumer, false when it stays with this thread (datagram dropped and counted).
-    pub(crate) fn complete(&mut self, slot: u32, meta: &RecvMeta, now_ns: u64) -> bool {
-        self.complete_at(slot, 0, meta, now_ns)
+    pub(crate) fn complete(&mut self, slot: u32, meta: &RecvMeta, at: Clocks) -> bool {
+        self.complete_at(slot, 0, meta, at)
     }
 
     /// Like [`Worker::complete`] for a datagram that starts `offset` bytes into its slot.
@@ -115,65 +286,62 @@ impl Worker {
         slot: u32,
         offset: usize,
         meta: &RecvMeta,
-        now_ns: u64,
+        at: Clocks,
     ) -> bool {
+        if self.shutdown_marker(meta) {
+            return false;
+        }
         self.note_kernel(meta);
         if meta.truncated {
-            self.truncated += 1;
+            self.counts.truncated += 1;
             return false;
         }
         if !self.filter.accepts(meta.source) {
-            self.rejected += 1;
+            self.counts.rejected += 1;
             return false;
         }
-        let pool = &self.shared.pools[self.index as usize];
-        if offset + meta.len > pool.slot_size() {
+        if offset + meta.len > self.pool.slot_size() {
             // Cannot happen with a correct backend; never read past the slot.
-            self.truncated += 1;
+            self.counts.truncated += 1;
             return false;
         }
         // SAFETY: this thread owns `slot` (taken from the free ring, not yet published), and
         // the kernel wrote `meta.len` bytes into it at `offset` (bounds checked above).
-        let bytes = unsafe { std::slice::from_raw_parts(pool.buf_ptr(slot).add(offset), meta.len) };
+        let bytes = unsafe { self.pool.bytes(slot, offset, meta.len) };
         let info = match self.format.parse(bytes) {
             Ok(info) => info,
             Err(e) => {
-                if self.malformed == 0 {
+                if self.counts.malformed == 0 {
                     tracing::debug!(thread = self.index, error = %e, "malformed datagram");
                 }
-                self.malformed += 1;
+                self.counts.malformed += 1;
                 return false;
             }
         };
-        if info.class != PacketClass::Data {
-            self.skipped += 1;
+        let wanted = match info.class {
+            PacketClass::Data => true,
+            PacketClass::Context => self.deliver_context,
+            PacketClass::NonData => false,
+        };
+        if !wanted {
+            self.counts.skipped += 1;
             return false;
         }
-        let arrival = match meta.timestamp_ns {
-            Some(ns) => Arrival {
-                ns,
-                clock: ArrivalClock::Kernel,
-            },
-            None => Arrival {
-                ns: now_ns,
-                clock: ArrivalClock::Monotonic,
-            },
-        };
         let dm = DatagramMeta {
             len: meta.len,
             offset,
             source: meta
                 .source
                 .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
-            arrival,
+            arrival: Arrival::new(meta.timestamp_ns, at),
             thread: self.index,
             info,
         };
         // SAFETY: this thread owns `slot` until the push below hands it over.
-        unsafe { pool.set_meta(slot, dm) };
-        let pushed = pool.ready.push(slot);
-        debug_assert!(pushed, "ready ring sized for every slot");
-        self.published = true;
+        unsafe { self.pool.set_meta(slot, dm) };
+        let pushed = self.end.ready.push(slot);
+        debug_assert!(pushed.is_ok(), "ready ring sized for every slot");
+        self.new_items += 1;
         true
     }
 
@@ -190,29 +358,47 @@ impl Worker {
         self.stash.extend_from_slice(&self.keep);
     }
 
-    /// Publishes counters and wakes the consumer if anything was handed over.
-    pub(crate) fn publish(&mut self) {
-        let c = &self.shared.counters.threads[self.index as usize];
-        c.received.add(std::mem::take(&mut self.received));
-        c.bytes.add(std::mem::take(&mut self.bytes));
-        c.overflow.add(std::mem::take(&mut self.overflow));
-        c.truncated.add(std::mem::take(&mut self.truncated));
-        c.rejected.add(std::mem::take(&mut self.rejected));
-        c.malformed.add(std::mem::take(&mut self.malformed));
-        c.skipped.add(std::mem::take(&mut self.skipped));
-        if let Some(d) = self.kernel_drops.take() {
-            c.kernel_drops.set(u64::from(d).max(c.kernel_drops.get()));
+    /// After a receive call: publishes the counters, and wakes the consumer now or says by
+    /// when it must be woken ([`Coalesce`]); `None` when nothing waits for a wake-up.
+    pub(crate) fn publish(&mut self, now: u64) -> Option<u64> {
+        let new = std::mem::take(&mut self.new_items);
+        self.budget.arrived(new, now);
+        if new > 0 {
+            if self.moderation.pending == 0 {
+                self.moderation.first_ns = now;
+            }
+            self.moderation.pending += new;
         }
-        if std::mem::take(&mut self.published) {
+        if self.moderation.pending > 0 && self.moderation.due(now) <= now {
+            self.wake(now);
+            return None;
+        }
+        self.counts
+            .flush(&self.shared.counters.threads[self.index as usize]);
+        (self.moderation.pending > 0).then(|| self.moderation.due(now))
+    }
+
+    /// Wakes the consumer for whatever was handed over (a deadline expired, or the thread is
+    /// about to wait or stop).
+    pub(crate) fn wake(&mut self, now: u64) {
+        self.moderation.pending += std::mem::take(&mut self.new_items);
+        if self.moderation.pending > 0 {
+            self.moderation.pending = 0;
+            self.moderation.last_wake_ns = now;
+            self.counts.wakeups += 1;
+            self.counts
+                .flush(&self.shared.counters.threads[self.index as usize]);
             self.shared.notify.notify();
+        } else {
+            self.counts
+                .flush(&self.shared.counters.threads[self.index as usize]);
         }
     }
 
     /// Reads the socket's drop counter directly (for idle periods and at exit).
-    pub(crate) fn refresh_kernel_drops(&self, fd: RawFd) {
+    pub(crate) fn refresh_kernel_drops(&self, fd: impl AsFd) {
         if let Ok(d) = sys::socket_drops(fd) {
-            let c = &self.counters().kernel_drops;
-            c.set(u64::from(d).max(c.get()));
+            self.counters().kernel_drops.max(u64::from(d));
         }
     }
 }
@@ -224,7 +410,7 @@ pub(crate) fn spawn_receive_thread(
     index: usize,
     opts: &ThreadOptions,
     body: impl FnOnce() + Send + 'static,
-) -> Result<std::thread::JoinHandle<()>, EngineError> {
+) -> Result<std::thread::JoinHandle<()>, Error> {
     let opts = opts.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
     let handle = std::thread::Builder::new()
@@ -237,7 +423,7 @@ pub(crate) fn spawn_receive_thread(
                 body();
             }
         })
-        .map_err(EngineError::Spawn)?;
+        .map_err(Error::Spawn)?;
     match ready_rx.recv() {
         Ok(Ok(())) => Ok(handle),
         Ok(Err(e)) => {
@@ -246,7 +432,7 @@ pub(crate) fn spawn_receive_thread(
         }
         Err(_) => {
             let _ = handle.join();
-            Err(EngineError::Spawn(std::io::Error::other(
+            Err(Error::Spawn(std::io::Error::other(
                 "receive thread exited during set-up",
             )))
         }
@@ -254,13 +440,15 @@ pub(crate) fn spawn_receive_thread(
 }
 
 /// Applies pinning and priority to the calling thread.
-fn setup_thread(opts: &ThreadOptions, index: usize) -> Result<(), EngineError> {
+fn setup_thread(opts: &ThreadOptions, index: usize) -> Result<(), Error> {
     if let Some(cpu) = opts.cpus.get(index % opts.cpus.len().max(1)).copied() {
-        sys::pin_current_thread(cpu).map_err(|source| EngineError::Pin { cpu, source })?;
+        sys::pin_current_thread(cpu).map_err(|source| Error::Pin { cpu, source })?;
     }
     if let Some(priority) = opts.fifo_priority {
-        sys::set_fifo_priority(priority)
-            .map_err(|source| EngineError::Priority { priority, source })?;
+        sys::set_fifo_priority(priority).map_err(|source| Error::Priority { priority, source })?;
     }
+    // Deferred wake-ups are timed in tens of microseconds: Linux's default slack of 50 µs
+    // would stretch them.
+    sys::set_timer_slack_ns(5_000);
     Ok(())
 }

@@ -93,23 +93,32 @@ impl<T: AsRef<[u8]>> ChdrPacket<T> {
     /// Wraps a buffer after checking the header, the packet type, the length field against
     /// the datagram, and that the timestamp and metadata words fit.
     pub fn new_checked(buffer: T) -> Result<Self, FormatError> {
-        need(buffer.as_ref(), HEADER_LEN)?;
-        let packet = Self { buffer };
+        let len = buffer.as_ref().len();
+        Self::new_checked_head(buffer, len)
+    }
+
+    /// Wraps the first bytes of a datagram of `len` bytes after the checks of
+    /// [`ChdrPacket::new_checked`]: `head` must hold the header, timestamp and metadata
+    /// words (the payload may be elsewhere, as when a receiver scattered it straight into an
+    /// output buffer). Accessors that read the payload see only `head`.
+    pub fn new_checked_head(head: T, len: usize) -> Result<Self, FormatError> {
+        need(head.as_ref(), HEADER_LEN)?;
+        let packet = Self { buffer: head };
         let pkt_type = PacketType::from_bits(packet.pkt_type_bits())?;
-        let datagram = packet.buffer.as_ref().len();
         let field = packet.length() as usize;
-        if field != datagram {
-            return Err(FormatError::LengthMismatch { field, datagram });
+        if field != len {
+            return Err(FormatError::LengthMismatch {
+                field,
+                datagram: len,
+            });
         }
         let ts = if pkt_type == PacketType::DataWithTimestamp {
             8
         } else {
             0
         };
-        need(
-            packet.buffer.as_ref(),
-            HEADER_LEN + ts + 8 * packet.num_mdata() as usize,
-        )?;
+        let header = HEADER_LEN + ts + 8 * packet.num_mdata() as usize;
+        need(packet.buffer.as_ref(), header)?;
         Ok(packet)
     }
 
@@ -305,12 +314,17 @@ impl ChdrRepr {
 }
 
 pub(crate) fn parse(datagram: &[u8]) -> Result<PacketInfo, FormatError> {
-    let packet = ChdrPacket::new_checked(datagram)?;
+    parse_head(datagram, datagram.len())
+}
+
+/// [`parse`] from the first bytes of a datagram of `len` bytes.
+pub(crate) fn parse_head(head: &[u8], len: usize) -> Result<PacketInfo, FormatError> {
+    let packet = ChdrPacket::new_checked_head(head, len)?;
     let class = match packet.pkt_type()? {
         PacketType::Data | PacketType::DataWithTimestamp => PacketClass::Data,
         _ => PacketClass::NonData,
     };
-    let mut info = PacketInfo::data(packet.payload_offset()..datagram.len());
+    let mut info = PacketInfo::data(packet.payload_offset()..len);
     info.class = class;
     info.seq = Some(u64::from(packet.seq_num()));
     info.timestamp = packet.timestamp().map(Timestamp::Ticks);

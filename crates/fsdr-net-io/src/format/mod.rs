@@ -8,10 +8,11 @@
 //! carries, and whether it carries samples at all.
 //!
 //! ```
-//! use fsdr_net_io::format::{Format, PacketClass};
+//! use fsdr_net_io::format::{DataHeader, Format, PacketClass};
 //!
 //! let mut datagram = vec![0u8; 8 + 4];
-//! let header = Format::Seq64.emit_header(&mut datagram, 7, None, false).unwrap();
+//! let fields = DataHeader { seq: 7, ..Default::default() };
+//! let header = Format::Seq64.emit_header(&mut datagram, &fields).unwrap();
 //! datagram[header..].copy_from_slice(&[1, 2, 3, 4]);
 //! let info = Format::Seq64.parse(&datagram).unwrap();
 //! assert_eq!(info.class, PacketClass::Data);
@@ -30,7 +31,7 @@ use std::str::FromStr;
 
 /// Why a datagram could not be parsed. Every malformed input maps to one of these; no parser
 /// panics on any byte string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
     /// The datagram is shorter than the header it announces.
     #[error("datagram of {got} bytes is shorter than the {needed} bytes its header needs")]
@@ -51,6 +52,9 @@ pub enum FormatError {
     /// The packet type is not one the format defines.
     #[error("unknown packet type {0:#x}")]
     UnknownPacketType(u8),
+    /// A VRT context packet the `vita49` parser refused.
+    #[error("VRT context packet: {0}")]
+    Context(String),
 }
 
 /// What a datagram carries, as far as a sample stream is concerned.
@@ -58,9 +62,13 @@ pub enum FormatError {
 pub enum PacketClass {
     /// Samples: delivered to the consumer.
     Data,
-    /// A valid packet that carries no samples (VRT context, CHDR control or management):
+    /// A valid packet that carries no samples (CHDR control or management, VRT command):
     /// counted as `skipped` and not delivered.
     NonData,
+    /// A VRT IF context packet: the radio's settings for a stream. Delivered to consumers
+    /// that ask for context ([`EngineConfig::deliver_context`](crate::EngineConfig)),
+    /// counted as `skipped` otherwise.
+    Context,
 }
 
 /// A timestamp carried in a packet header.
@@ -82,6 +90,26 @@ impl Timestamp {
         }
     }
 
+    /// The timestamp on a linear scale of the stream's own units, without knowing any rate:
+    /// CHDR ticks; a VRT sample count or free-running count (without integer seconds), or
+    /// picoseconds (integer seconds × 10^12 + real-time picoseconds, wrapping). `None` where
+    /// that needs the sample rate (integer seconds with a sample count) or the timestamp has
+    /// no fractional part. Differences of consecutive values measure time between packets.
+    pub fn linear(&self) -> Option<u64> {
+        match self {
+            Timestamp::Ticks(t) => Some(*t),
+            Timestamp::Vrt(v) => match (v.integer, v.tsf, v.fractional) {
+                (None, vrt::Tsf::SampleCount | vrt::Tsf::FreeRunning, Some(f)) => Some(f),
+                (i, vrt::Tsf::RealTime, Some(ps)) => Some(
+                    u64::from(i.unwrap_or(0))
+                        .wrapping_mul(1_000_000_000_000)
+                        .wrapping_add(ps),
+                ),
+                _ => None,
+            },
+        }
+    }
+
     /// Time in seconds for a device running at `tick_rate` Hz.
     pub fn seconds(&self, tick_rate: f64) -> Option<f64> {
         match self {
@@ -89,6 +117,22 @@ impl Timestamp {
             Timestamp::Vrt(v) => v.seconds(tick_rate),
         }
     }
+}
+
+/// The fields an emitter writes into a data-packet header ([`Format::emit_header`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DataHeader {
+    /// Sequence number (reduced to the format's sequence space).
+    pub seq: u64,
+    /// Timestamp of the first sample: CHDR ticks, VRT sample count.
+    pub timestamp: Option<u64>,
+    /// End of burst (CHDR).
+    pub eob: bool,
+    /// Stream identifier: VRT stream ID (default 1), CHDR destination endpoint (default 0).
+    pub stream_id: Option<u32>,
+    /// Bytes of padding after the payload (VRT, to fill the last 32-bit word; announced in
+    /// the class ID's pad bit count). At most 3.
+    pub pad: usize,
 }
 
 /// The facts about one datagram that the engine and the blocks need, independent of format.
@@ -191,40 +235,74 @@ impl Format {
     pub fn parse(&self, datagram: &[u8]) -> Result<PacketInfo, FormatError> {
         match self {
             Format::Raw => Ok(raw::parse(datagram)),
-            Format::Seq64 => seq64::parse_seq64(datagram),
-            Format::SeqPlusSize => seq64::parse_seq_plus_size(datagram),
             Format::Chdr => chdr::parse(datagram),
             Format::Vrt => vrt::parse(datagram),
+            _ => self.parse_head(datagram, datagram.len()),
+        }
+    }
+
+    /// Parses a datagram of `len` bytes from its first bytes `head`, which must hold the
+    /// whole header (VRT: every header word; the trailer is not needed): what a receiver
+    /// that scattered the payload straight into an output buffer has at hand. The same
+    /// result as [`Format::parse`] on the whole datagram, or an error (`Truncated` when
+    /// `head` ends inside the header).
+    ///
+    /// ```
+    /// use fsdr_net_io::format::{DataHeader, Format};
+    ///
+    /// let mut dg = vec![0u8; 16 + 64];
+    /// let h = DataHeader { seq: 9, timestamp: Some(1000), ..Default::default() };
+    /// let header = Format::Chdr.emit_header(&mut dg, &h).unwrap();
+    /// let whole = Format::Chdr.parse(&dg).unwrap();
+    /// assert_eq!(Format::Chdr.parse_head(&dg[..header], dg.len()).unwrap(), whole);
+    /// assert!(Format::Chdr.parse_head(&dg[..8], dg.len()).is_err());
+    /// ```
+    pub fn parse_head(&self, head: &[u8], len: usize) -> Result<PacketInfo, FormatError> {
+        let head = &head[..head.len().min(len)];
+        match self {
+            Format::Raw => Ok(PacketInfo::data(0..len)),
+            Format::Seq64 => seq64::parse_seq64(head, len),
+            Format::SeqPlusSize => seq64::parse_seq_plus_size(head, len),
+            Format::Chdr => chdr::parse_head(head, len),
+            Format::Vrt => vrt::parse_head(head, len),
         }
     }
 
     /// Writes a data-packet header for a datagram of `datagram.len()` bytes whose payload
-    /// follows the header, and returns the header length. `seq` is reduced to the format's
-    /// sequence space; `timestamp` is in ticks (CHDR) or sample counts (VRT, TSF = sample
-    /// count). Fails when the buffer cannot hold the header or exceeds a length field.
-    pub fn emit_header(
-        &self,
-        datagram: &mut [u8],
-        seq: u64,
-        timestamp: Option<u64>,
-        eob: bool,
-    ) -> Result<usize, FormatError> {
-        let header = self.header_len(timestamp.is_some());
-        if datagram.len() < header {
+    /// follows the header (and ends `h.pad` bytes before the end), and returns the header
+    /// length. `h.seq` is reduced to the format's sequence space; `h.timestamp` is in ticks
+    /// (CHDR) or sample counts (VRT, TSF = sample count). Fails when the buffer cannot hold
+    /// the header, exceeds a length field, or (VRT) is not a whole number of 32-bit words.
+    ///
+    /// ```
+    /// use fsdr_net_io::format::{DataHeader, Format};
+    ///
+    /// // 6 payload bytes padded to a 32-bit word.
+    /// let h = Format::Vrt.header_len(false);
+    /// let mut dg = vec![0u8; h + 8];
+    /// Format::Vrt.emit_header(&mut dg, &DataHeader { seq: 3, pad: 2, ..Default::default() }).unwrap();
+    /// let info = Format::Vrt.parse(&dg).unwrap();
+    /// assert_eq!(info.payload_len, 6);
+    /// ```
+    pub fn emit_header(&self, datagram: &mut [u8], h: &DataHeader) -> Result<usize, FormatError> {
+        let header = self.header_len(h.timestamp.is_some());
+        if datagram.len() < header + h.pad {
             return Err(FormatError::Truncated {
-                needed: header,
+                needed: header + h.pad,
                 got: datagram.len(),
             });
         }
         match self {
             Format::Raw => {}
-            Format::Seq64 => seq64::emit_seq64(datagram, seq),
-            Format::SeqPlusSize => seq64::emit_seq_plus_size(datagram, seq)?,
+            Format::Seq64 => seq64::emit_seq64(datagram, h.seq),
+            Format::SeqPlusSize => seq64::emit_seq_plus_size(datagram, h.seq)?,
             Format::Chdr => {
-                let repr = chdr::ChdrRepr::data(seq as u16, datagram.len(), timestamp, eob)?;
+                let mut repr =
+                    chdr::ChdrRepr::data(h.seq as u16, datagram.len(), h.timestamp, h.eob)?;
+                repr.dst_epid = h.stream_id.unwrap_or(0) as u16;
                 repr.emit(&mut chdr::ChdrPacket::new_unchecked(&mut *datagram));
             }
-            Format::Vrt => vrt::emit_data_header(datagram, seq, timestamp, eob)?,
+            Format::Vrt => vrt::emit_data_header(datagram, h)?,
         }
         Ok(header)
     }
@@ -282,12 +360,63 @@ pub(crate) fn need(datagram: &[u8], needed: usize) -> Result<(), FormatError> {
 mod tests {
     use super::*;
 
+    /// `parse_head` from any prefix that holds the header gives what `parse` gives on the
+    /// whole datagram, and an error from a shorter one; never a panic. Emitted packets of
+    /// every format, with their headers' bytes then flipped at random.
+    #[test]
+    fn parse_head_agrees_with_parse_from_every_prefix() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for format in Format::ALL {
+            for round in 0..400 {
+                let len = 28 + (rand() % 200) as usize / 4 * 4;
+                let mut dg = vec![0u8; len];
+                let h = DataHeader {
+                    seq: rand(),
+                    timestamp: (round % 2 == 0).then(|| rand() >> 8),
+                    eob: round % 3 == 0,
+                    ..Default::default()
+                };
+                format.emit_header(&mut dg, &h).unwrap();
+                if round >= 100 {
+                    let i = (rand() % 28) as usize;
+                    dg[i] ^= 1 << (rand() % 8);
+                }
+                let whole = format.parse(&dg);
+                for k in 0..=dg.len().min(40) {
+                    let head = format.parse_head(&dg[..k], len);
+                    match (&whole, &head) {
+                        (Ok(w), Ok(h)) => assert_eq!(w, h, "{format:?} prefix {k}"),
+                        (Ok(w), Err(_)) => assert!(
+                            k < w.payload_offset as usize,
+                            "{format:?}: a prefix of {k} holds the header of {w:?}"
+                        ),
+                        (Err(_), Ok(h)) => {
+                            panic!("{format:?} prefix {k}: {h:?} from a bad datagram")
+                        }
+                        (Err(_), Err(_)) => {}
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn every_format_round_trips_through_emit_and_parse() {
         for format in Format::ALL {
             for ts in [None, Some(123_456u64)] {
                 let mut dg = vec![0u8; 1000];
-                let h = format.emit_header(&mut dg, 5, ts, false).unwrap();
+                let fields = DataHeader {
+                    seq: 5,
+                    timestamp: ts,
+                    ..Default::default()
+                };
+                let h = format.emit_header(&mut dg, &fields).unwrap();
                 for (i, b) in dg[h..].iter_mut().enumerate() {
                     *b = i as u8;
                 }

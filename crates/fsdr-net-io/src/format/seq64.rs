@@ -93,11 +93,17 @@ impl<T: AsRef<[u8]>> SeqSizePacket<T> {
     /// Wraps a buffer after checking the header fits and the length field matches the
     /// datagram.
     pub fn new_checked(buffer: T) -> Result<Self, FormatError> {
-        let b = buffer.as_ref();
-        need(b, SEQ_SIZE_HEADER_LEN)?;
-        let packet = Self { buffer };
+        let len = buffer.as_ref().len();
+        Self::new_checked_head(buffer, len)
+    }
+
+    /// Wraps the header of a datagram of `len` bytes (the data may be elsewhere) after the
+    /// checks of [`SeqSizePacket::new_checked`].
+    pub fn new_checked_head(head: T, len: usize) -> Result<Self, FormatError> {
+        need(head.as_ref(), SEQ_SIZE_HEADER_LEN)?;
+        let packet = Self { buffer: head };
         let field = packet.length();
-        let datagram = packet.buffer.as_ref().len();
+        let datagram = len;
         if field < 0 || SEQ_SIZE_HEADER_LEN + field as usize != datagram {
             return Err(FormatError::LengthMismatch {
                 field: SEQ_SIZE_HEADER_LEN + field.max(0) as usize,
@@ -162,16 +168,17 @@ impl SeqSizeRepr {
     }
 }
 
-pub(crate) fn parse_seq64(datagram: &[u8]) -> Result<PacketInfo, FormatError> {
-    let packet = Seq64Packet::new_checked(datagram)?;
-    let mut info = PacketInfo::data(SEQ64_HEADER_LEN..datagram.len());
+pub(crate) fn parse_seq64(head: &[u8], len: usize) -> Result<PacketInfo, FormatError> {
+    need(&head[..head.len().min(len)], SEQ64_HEADER_LEN)?;
+    let packet = Seq64Packet::new_checked(head)?;
+    let mut info = PacketInfo::data(SEQ64_HEADER_LEN..len);
     info.seq = Some(packet.seq());
     Ok(info)
 }
 
-pub(crate) fn parse_seq_plus_size(datagram: &[u8]) -> Result<PacketInfo, FormatError> {
-    let packet = SeqSizePacket::new_checked(datagram)?;
-    let mut info = PacketInfo::data(SEQ_SIZE_HEADER_LEN..datagram.len());
+pub(crate) fn parse_seq_plus_size(head: &[u8], len: usize) -> Result<PacketInfo, FormatError> {
+    let packet = SeqSizePacket::new_checked_head(head, len)?;
+    let mut info = PacketInfo::data(SEQ_SIZE_HEADER_LEN..len);
     info.seq = Some(packet.seq());
     Ok(info)
 }
@@ -200,7 +207,7 @@ mod tests {
         let p = Seq64Packet::new_checked(&dg[..]).unwrap();
         assert_eq!(p.seq(), 0x8000_0000_0000_0001);
         assert_eq!(p.payload(), &[0xaa, 0xbb]);
-        let info = parse_seq64(&dg).unwrap();
+        let info = parse_seq64(&dg, dg.len()).unwrap();
         assert_eq!(info.payload(), 8..10);
     }
 
@@ -208,7 +215,7 @@ mod tests {
     fn seq64_short_is_an_error() {
         for len in 0..8 {
             assert_eq!(
-                parse_seq64(&vec![0; len]),
+                parse_seq64(&vec![0; len], len),
                 Err(FormatError::Truncated {
                     needed: 8,
                     got: len
@@ -246,7 +253,7 @@ mod tests {
         let mut dg = vec![0u8; 16 + 3];
         dg[8] = 4;
         assert_eq!(
-            parse_seq_plus_size(&dg),
+            parse_seq_plus_size(&dg, dg.len()),
             Err(FormatError::LengthMismatch {
                 field: 20,
                 datagram: 19
@@ -255,11 +262,11 @@ mod tests {
         dg[8] = 0xff;
         dg[9] = 0xff; // -1
         assert!(matches!(
-            parse_seq_plus_size(&dg),
+            parse_seq_plus_size(&dg, dg.len()),
             Err(FormatError::LengthMismatch { .. })
         ));
         assert!(matches!(
-            parse_seq_plus_size(&dg[..10]),
+            parse_seq_plus_size(&dg[..10], 10),
             Err(FormatError::Truncated { .. })
         ));
     }

@@ -1,0 +1,308 @@
+use super::*;
+use crate::format::vrt::{Tsf, Tsi, VrtTimestamp};
+use crate::sample::WireFormat;
+
+fn plain(zero_fill: bool) -> Depacketizer<i16> {
+    Depacketizer::new(
+        Decoder::new(WireFormat::Plain).unwrap(),
+        DepacketizerConfig {
+            zero_fill,
+            ..Default::default()
+        },
+    )
+}
+
+fn bytes(v: &[i16]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Runs datagrams through output slices of `room` items; returns items and absolute tags.
+fn run(
+    dp: &mut Depacketizer<i16>,
+    dgs: &[DatagramIn<'_>],
+    room: usize,
+) -> (Vec<i16>, Vec<(usize, TagKind)>) {
+    let mut items = Vec::new();
+    let mut tags = Vec::new();
+    let mut next = 0;
+    let mut out = vec![0i16; room];
+    loop {
+        let mut w = dp.writer(&mut out);
+        while next < dgs.len() && !w.pending() && w.room() > 0 {
+            w.push(&dgs[next]);
+            next += 1;
+        }
+        let pending = w.pending();
+        let (n, t) = w.finish();
+        let base = items.len();
+        tags.extend(t.into_iter().map(|t| (base + t.index, t.kind)));
+        items.extend_from_slice(&out[..n]);
+        if next == dgs.len() && !pending {
+            break;
+        }
+    }
+    (items, tags)
+}
+
+#[test]
+fn gap_zero_fill_and_tags_are_the_same_in_any_output_size() {
+    let a = bytes(&[1, 2, 3]);
+    let b = bytes(&[4, 5, 6]);
+    let mut d2 = DatagramIn::new(&b);
+    d2.gap = Gap {
+        frames: 2,
+        bytes: None,
+    };
+    d2.eob = true;
+    let dgs = [DatagramIn::new(&a), d2];
+    let mut reference = None;
+    for room in 1..=16 {
+        let got = run(&mut plain(true), &dgs, room);
+        assert_eq!(got.0, [1, 2, 3, 0, 0, 0, 0, 0, 0, 4, 5, 6], "room {room}");
+        assert_eq!(
+            got.1,
+            [
+                (
+                    3,
+                    TagKind::Missed {
+                        frames: 2,
+                        items: 6
+                    }
+                ),
+                (11, TagKind::Eob)
+            ],
+            "room {room}"
+        );
+        reference.get_or_insert(got.clone());
+        assert_eq!(Some(&got), reference.as_ref());
+    }
+}
+
+/// The defect: a datagram staged behind a zero-filled gap lost its end-of-burst tag.
+#[test]
+fn a_staged_datagram_keeps_its_end_of_burst_tag() {
+    let a = bytes(&[1; 4]);
+    let b = bytes(&[2; 4]);
+    let mut d2 = DatagramIn::new(&b);
+    d2.gap = Gap {
+        frames: 1,
+        bytes: None,
+    };
+    d2.eob = true;
+    // Room 6: the first datagram (4) fits, two of the four zeros fit, the rest is staged.
+    let (items, tags) = run(&mut plain(true), &[DatagramIn::new(&a), d2], 6);
+    assert_eq!(items.len(), 12);
+    assert!(tags.contains(&(11, TagKind::Eob)), "{tags:?}");
+}
+
+#[test]
+fn without_zero_fill_the_gap_tag_is_on_the_next_item() {
+    let a = bytes(&[1, 2]);
+    let b = bytes(&[3, 4]);
+    let mut d2 = DatagramIn::new(&b);
+    d2.gap = Gap {
+        frames: 5,
+        bytes: None,
+    };
+    let mut dp = plain(false);
+    let (items, tags) = run(&mut dp, &[DatagramIn::new(&a), d2], 3);
+    assert_eq!(items, [1, 2, 3, 4]);
+    assert_eq!(
+        tags,
+        [(
+            2,
+            TagKind::Missed {
+                frames: 5,
+                items: 10
+            }
+        )]
+    );
+    assert_eq!(dp.stats().missed_items, 10);
+    assert_eq!(dp.stats().zeros_inserted, 0);
+}
+
+#[test]
+fn gap_sized_by_timestamp_bytes_wins_over_frames_times_payload() {
+    let b = bytes(&[9, 9]);
+    let mut d = DatagramIn::new(&b);
+    d.gap = Gap {
+        frames: 1,
+        bytes: Some(10),
+    }; // the lost packet was 5 items, not 2
+    let (items, _) = run(&mut plain(true), &[d], 64);
+    assert_eq!(items, [0, 0, 0, 0, 0, 9, 9]);
+}
+
+#[test]
+fn partial_items_carry_across_datagrams_and_are_dropped_at_a_gap() {
+    let all = bytes(&[10, 11, 12, 13]);
+    // 8 bytes as 3 + 3 + 2.
+    let (p1, p2, p3) = (&all[..3], &all[3..6], &all[6..]);
+    let dgs = [
+        DatagramIn::new(p1),
+        DatagramIn::new(p2),
+        DatagramIn::new(p3),
+    ];
+    for room in 1..=5 {
+        let (items, _) = run(&mut plain(false), &dgs, room);
+        assert_eq!(items, [10, 11, 12, 13], "room {room}");
+    }
+    let mut after_gap = DatagramIn::new(&all[..2]);
+    after_gap.gap = Gap {
+        frames: 1,
+        bytes: None,
+    };
+    let (items, _) = run(&mut plain(false), &[DatagramIn::new(p1), after_gap], 8);
+    // 10, then the half of 11 before the gap is dropped, then 10 again: not 11's first
+    // byte glued to the next datagram's.
+    assert_eq!(items, [10, 10]);
+}
+
+#[test]
+fn time_tags_at_start_after_gaps_and_jumps_and_identical_when_staged() {
+    let ts = |t: u64| {
+        Some(Timestamp::Vrt(VrtTimestamp {
+            tsi: Tsi::None,
+            integer: None,
+            tsf: Tsf::SampleCount,
+            fractional: Some(t),
+        }))
+    };
+    let p = bytes(&[1, 2, 3, 4]);
+    let mut dgs: Vec<DatagramIn<'_>> = (0..4)
+        .map(|k| {
+            let mut d = DatagramIn::new(&p);
+            d.timestamp = ts(100 + 4 * k);
+            d
+        })
+        .collect();
+    dgs[3].timestamp = ts(1000); // a jump without a gap
+    let cfg = DepacketizerConfig {
+        tick_rate: Some(1e6),
+        ticks_per_item: Some(1.0),
+        ..Default::default()
+    };
+    let mut reference = None;
+    for room in [1usize, 3, 5, 64] {
+        let mut dp = Depacketizer::new(Decoder::new(WireFormat::Plain).unwrap(), cfg.clone());
+        let (_, tags) = run(&mut dp, &dgs, room);
+        let times: Vec<(usize, u64)> = tags
+            .iter()
+            .filter_map(|(i, t)| match t {
+                TagKind::Time(rx) => Some((*i, rx.ticks)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(times, [(0, 100), (12, 1000)], "room {room}");
+        reference.get_or_insert(tags.clone());
+        assert_eq!(Some(&tags), reference.as_ref());
+    }
+}
+
+#[test]
+fn marks_count_items_and_skip_zeros() {
+    let p = bytes(&[1; 10]);
+    let mut d2 = DatagramIn::new(&p);
+    d2.gap = Gap {
+        frames: 1,
+        bytes: None,
+    };
+    let mut dp = Depacketizer::new(
+        Decoder::new(WireFormat::Plain).unwrap(),
+        DepacketizerConfig {
+            zero_fill: true,
+            marks: Some(Marks::new(0, 7)),
+            ..Default::default()
+        },
+    );
+    run(&mut dp, &[DatagramIn::new(&p), d2], 4);
+    assert_eq!(dp.marks().unwrap().items(), 30);
+    assert_eq!(dp.stats().items, 30);
+}
+
+/// A datagram placed by the kernel gives exactly what pushing its bytes gives: items, tags
+/// (time on restarts and jumps, end of burst) and counters — except that nothing is copied.
+/// A datagram after a gap, or one that would not fit, is refused (and then pushed).
+#[test]
+fn placed_datagrams_match_pushed_ones_without_a_copy() {
+    let cfg = || DepacketizerConfig {
+        zero_fill: true,
+        tick_rate: Some(1e6),
+        ticks_per_item: Some(1.0),
+        marks: None,
+    };
+    let dec = || Decoder::<i16>::new(WireFormat::Plain).unwrap();
+    let payloads: Vec<Vec<i16>> = (0..6)
+        .map(|k| (0..4).map(|i| 10 * k + i).collect())
+        .collect();
+    let mut dgs: Vec<DatagramIn<'_>> = Vec::new();
+    let raw: Vec<Vec<u8>> = payloads.iter().map(|p| bytes(p)).collect();
+    for (k, p) in raw.iter().enumerate() {
+        let mut d = DatagramIn::new(p);
+        d.restart = k == 0;
+        // The timestamp jumps at datagram 3 (no gap in sequence numbers).
+        d.timestamp = Some(Timestamp::Ticks(
+            100 + 4 * k as u64 + if k >= 3 { 50 } else { 0 },
+        ));
+        d.eob = k == 4;
+        d.seq = Some(k as u64);
+        dgs.push(d);
+    }
+    let mut pushed = Depacketizer::new(dec(), cfg());
+    let mut out_a = vec![0i16; 64];
+    let mut w = pushed.writer(&mut out_a);
+    for d in &dgs {
+        w.push(d);
+    }
+    let (na, tags_a) = w.finish();
+
+    let mut placed = Depacketizer::new(dec(), cfg());
+    let mut out_b = vec![0i16; 64];
+    let mut w = placed.writer(&mut out_b);
+    for (k, d) in dgs.iter().enumerate() {
+        // What the kernel would have done: the payload lands at the writer's position.
+        let at = w.written();
+        w.out[at..at + 4].copy_from_slice(&payloads[k]);
+        assert!(w.push_placed(d, d.payload.len()));
+    }
+    let (nb, tags_b) = w.finish();
+    assert_eq!((na, &out_a[..na]), (nb, &out_b[..nb]));
+    assert_eq!(tags_a, tags_b);
+    assert_eq!(
+        tags_a.len(),
+        3,
+        "time at 0 and at the jump, EOB: {tags_a:?}"
+    );
+    let (a, b) = (pushed.stats(), placed.stats());
+    assert_eq!(b.copied_bytes, 0);
+    assert_eq!(a.copied_bytes, 6 * 8);
+    assert_eq!(
+        DepacketizerStats {
+            copied_bytes: 0,
+            ..a
+        },
+        b,
+        "every other counter alike"
+    );
+
+    // After a gap, or without room, it is refused and takes nothing.
+    let mut out = vec![0i16; 6];
+    let mut w = placed.writer(&mut out);
+    let mut d = DatagramIn::new(&raw[0]);
+    d.gap = Gap {
+        frames: 1,
+        bytes: None,
+    };
+    assert!(!w.push_placed(&d, 8));
+    assert!(w.push_placed(&DatagramIn::new(&raw[0]), 8));
+    assert!(!w.can_place(8), "2 items of room left");
+    assert!(!w.push_placed(&DatagramIn::new(&raw[0]), 8));
+    assert_eq!(w.written(), 4);
+    // Converting decoders never place.
+    let mut f = Depacketizer::new(
+        Decoder::<num_complex::Complex32>::new(WireFormat::Sc16Chdr).unwrap(),
+        DepacketizerConfig::default(),
+    );
+    let mut out = vec![num_complex::Complex32::default(); 8];
+    assert!(!f.writer(&mut out).can_place(8));
+}

@@ -1,0 +1,207 @@
+//! The `mio` backend: one receive thread, the socket registered edge-triggered with
+//! `mio::Poll`; on readiness it drains the socket with `recvmmsg` batches until a batch comes
+//! back short (an edge-triggered socket reports the next datagram with a new event, so no
+//! extra call that would only return `EAGAIN`).
+
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::mio::unix::SourceFd;
+use ::mio::{Events, Interest, Poll, Token, Waker};
+use socket2::Socket;
+
+use super::super::datagram::Clocks;
+use super::super::slots::ReceiverEnd;
+use super::super::worker::{Worker, spawn_receive_thread};
+use super::super::{EngineConfig, Shared};
+use super::{Capabilities, ReceiveBackend, Started, Stopper};
+use crate::Error;
+use crate::sys::{self, RecvBatch, Wait};
+
+const SOCKET: Token = Token(0);
+const WAKE: Token = Token(1);
+/// How often an idle thread refreshes the kernel drop counter.
+const IDLE_POLL: Duration = Duration::from_millis(100);
+
+/// See the [module documentation](self).
+pub(crate) struct Mio;
+
+impl ReceiveBackend for Mio {
+    fn name(&self) -> &'static str {
+        "mio"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            kernel_timestamps: true,
+            drops_per_datagram: true,
+            gro: false,
+            io_uring: false,
+            multi_thread: false,
+        }
+    }
+    /// One thread per socket (the `reuseport` backend starts its group through this).
+    fn start(
+        &self,
+        cfg: &EngineConfig,
+        shared: Arc<Shared>,
+        sockets: Vec<Socket>,
+        ends: Vec<ReceiverEnd>,
+    ) -> Result<Started, Error> {
+        let mut started = Started::new();
+        for (index, (socket, end)) in sockets.into_iter().zip(ends).enumerate() {
+            match spawn_mio_thread(index, cfg, shared.clone(), socket, end) {
+                Ok((thread, stopper)) => {
+                    started.threads.push(thread);
+                    started.stoppers.push(stopper);
+                }
+                Err(e) => {
+                    started.abort(&shared);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(started)
+    }
+}
+
+/// Starts one mio receive thread on `socket`.
+fn spawn_mio_thread(
+    index: usize,
+    cfg: &EngineConfig,
+    shared: Arc<Shared>,
+    socket: Socket,
+    end: ReceiverEnd,
+) -> Result<(std::thread::JoinHandle<()>, Stopper), Error> {
+    let poll = Poll::new().map_err(Error::Spawn)?;
+    let fd = socket.as_raw_fd();
+    poll.registry()
+        .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)
+        .map_err(Error::Spawn)?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKE).map_err(Error::Spawn)?);
+    let batch = cfg.batch;
+    let worker_cfg = cfg.clone();
+    let handle = spawn_receive_thread(index, &cfg.threads, move || {
+        let worker = Worker::new(index, shared, end, &worker_cfg, batch);
+        run(worker, socket, poll, batch)
+    })?;
+    let stopper: Stopper = Box::new(move || {
+        let _ = waker.wake();
+    });
+    Ok((handle, stopper))
+}
+
+fn run(mut worker: Worker, socket: Socket, mut poll: Poll, batch: usize) {
+    let mut msgs = RecvBatch::new(batch);
+    let mut events = Events::with_capacity(8);
+    // Datagrams may already be queued before the first edge.
+    let mut wake_by = drain(&mut worker, &mut msgs, &socket, batch);
+    while !worker.stopping() {
+        // Sleep until the socket has more, or until a deferred wake-up of the consumer is due.
+        let timeout = wake_by.map_or(IDLE_POLL, |d| {
+            Duration::from_nanos(d.saturating_sub(sys::monotonic_ns())).min(IDLE_POLL)
+        });
+        if let Err(e) = poll.poll(&mut events, Some(timeout))
+            && e.kind() != std::io::ErrorKind::Interrupted
+        {
+            tracing::error!(thread = worker.index, error = %e, "poll failed; receive thread stops");
+            break;
+        }
+        if worker.stopping() {
+            break;
+        }
+        if events.iter().any(|e| e.token() == SOCKET) {
+            wake_by = drain(&mut worker, &mut msgs, &socket, batch);
+        } else if let Some(d) = wake_by {
+            let now = sys::monotonic_ns();
+            if now >= d {
+                worker.wake(now);
+                wake_by = None;
+            }
+        } else if events.is_empty() {
+            worker.refresh_kernel_drops(&socket);
+        }
+    }
+    // Take whatever is still queued, then read the final drop count.
+    drain(&mut worker, &mut msgs, &socket, batch);
+    worker.wake(sys::monotonic_ns());
+    worker.refresh_kernel_drops(&socket);
+}
+
+/// Receives batches until one comes back short (the socket is drained: an edge-triggered
+/// socket reports the next datagram with a new event, so no call that would only say
+/// `EAGAIN`), pausing while the consumer is behind if that is the policy. Returns when the
+/// consumer must be woken at the latest.
+fn drain(worker: &mut Worker, msgs: &mut RecvBatch, socket: &Socket, batch: usize) -> Option<u64> {
+    loop {
+        match recv_batch(worker, msgs, socket, batch, Wait::No) {
+            Ok(Some(n)) if n == batch => continue,
+            Ok(Some(_)) => break,
+            Ok(None) => {
+                if worker.stopping() {
+                    break;
+                }
+                worker.wait_for_room();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => {
+                tracing::warn!(thread = worker.index, error = %e, "recvmmsg failed");
+                break;
+            }
+        }
+    }
+    worker.publish(sys::monotonic_ns())
+}
+
+/// One `recvmmsg` call into free slots. When the consumer is behind: with the pause policy
+/// none is made (`Ok(None)`); with the discard policy the rest of the batch goes into
+/// overflow buffers. Returns the datagrams received, full batch or not (`n == batch` means
+/// more may be queued).
+pub(super) fn recv_batch(
+    worker: &mut Worker,
+    msgs: &mut RecvBatch,
+    socket: &Socket,
+    batch: usize,
+    wait: Wait,
+) -> std::io::Result<Option<usize>> {
+    let slots = worker.fill_stash(batch);
+    let pause = worker.pauses();
+    if slots == 0 && pause {
+        return Ok(None);
+    }
+    // Pausing: receive only into slots the consumer has room for.
+    let want = if pause { slots } else { batch };
+    for i in 0..want {
+        let ptr = if i < slots {
+            worker.pool().buf_ptr(worker.stash[i])
+        } else {
+            worker.scratch_ptr(i)
+        };
+        let len = worker.pool().slot_size();
+        // SAFETY: slot buffers in the stash are owned by this thread, and scratch buffers are
+        // private to it; both stay valid and untouched by others until the call returns.
+        unsafe { msgs.set_buffer(i, ptr, len) };
+    }
+    worker.counts.recv_calls += 1;
+    let n = msgs.recv(socket, want, wait)?;
+    let at = Clocks::now();
+    let used = n.min(slots);
+    let mut consumed = [0u64; 16]; // bitmap for up to 1024 entries
+    for i in 0..n {
+        let meta = msgs.meta(i);
+        if i < slots {
+            if worker.complete(worker.stash[i], &meta, at) {
+                consumed[i / 64] |= 1 << (i % 64);
+            }
+        } else {
+            worker.overflowed(&meta);
+        }
+    }
+    worker.retire_batch(used, |i| consumed[i / 64] >> (i % 64) & 1 == 1);
+    // A short batch because the room was short is not a drained socket.
+    Ok(Some(if pause && n == want && want < batch {
+        batch
+    } else {
+        n
+    }))
+}

@@ -1,0 +1,237 @@
+//! [`EngineConfig`]: everything a receive engine needs to start, and its validation.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::backend::Backend;
+use crate::Error;
+use crate::format::Format;
+use crate::seq::SeqConfig;
+use crate::socket::SocketConfig;
+use crate::sys::ReuseportSpread;
+
+/// Pinning and priority of receive threads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadOptions {
+    /// CPUs to pin receive threads to, round-robin (empty: no pinning).
+    pub cpus: Vec<usize>,
+    /// SCHED_FIFO priority (1..=99) for receive threads.
+    pub fifo_priority: Option<i32>,
+}
+
+/// What the receive side does when the consumer falls behind (every slot held, or the
+/// queue in front of it longer than the latency budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overload {
+    /// Stop reading until the consumer catches up: the kernel's receive buffer absorbs the
+    /// burst and drops what does not fit (counted as `kernel_drops`), which costs nothing, so
+    /// an overloaded receiver spends its CPU on data that is delivered (no receive livelock).
+    #[default]
+    Pause,
+    /// Keep reading and drop in the receive thread (counted as `overflow`): the socket queue
+    /// stays short, so what gets through is the freshest data, at the cost of reading
+    /// everything that is thrown away.
+    Discard,
+}
+
+/// How the receive side wakes the consumer: at most once per `frames` datagrams or `time`,
+/// like a NIC's interrupt moderation (`ethtool -C rx-frames/rx-usecs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coalesce {
+    /// Wake after every receive call that handed something over.
+    Off,
+    /// Wake when `frames` datagrams wait or the first of them has waited `time`.
+    Fixed {
+        /// Datagrams that wake at once.
+        frames: usize,
+        /// The longest a datagram waits for its wake-up.
+        time: Duration,
+    },
+    /// Like `Fixed`, but at once when traffic is sparse (the last wake-up was `time` or more
+    /// ago), so latency at low rates does not grow; batched under load.
+    Adaptive {
+        /// Datagrams that wake at once.
+        frames: usize,
+        /// The longest a datagram waits for its wake-up.
+        time: Duration,
+    },
+}
+
+impl Default for Coalesce {
+    fn default() -> Self {
+        Coalesce::Adaptive {
+            frames: 64,
+            time: Duration::from_micros(200),
+        }
+    }
+}
+
+/// Default bytes per slot: a 9000-byte jumbo frame's UDP payload, rounded up.
+pub const DEFAULT_SLOT_SIZE: usize = 9216;
+
+/// Everything the engine needs to start.
+///
+/// ```
+/// use fsdr_net_io::{Backend, EngineConfig, Format};
+///
+/// let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+/// cfg.backend = Backend::Reuseport;
+/// cfg.reuseport_threads = 2;
+/// cfg.format = Format::Chdr;
+/// assert_eq!(cfg.thread_count(), 2);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// The socket.
+    pub socket: SocketConfig,
+    /// Which backend.
+    pub backend: Backend,
+    /// Wire format of the datagrams.
+    pub format: Format,
+    /// Datagrams per `recvmmsg` call.
+    pub batch: usize,
+    /// Slots per receive thread: how many datagrams may wait for the consumer.
+    pub slots: usize,
+    /// Bytes per slot: the largest datagram accepted whole (larger ones are `truncated`).
+    pub slot_size: usize,
+    /// Pinning and priority.
+    pub threads: ThreadOptions,
+    /// Datagrams held back per stream to restore order (0 disables reordering). Bounded by
+    /// half the format's sequence space (7 for VITA-49's 4-bit counter) unless the timestamps
+    /// widen it.
+    pub reorder_window: usize,
+    /// How long a held datagram waits for a missing predecessor.
+    pub reorder_timeout: Duration,
+    /// Sequence rules; `None` uses the format's defaults.
+    pub seq: Option<SeqConfig>,
+    /// `reuseport`: number of receive threads (and sockets).
+    pub reuseport_threads: usize,
+    /// `reuseport`: spread datagrams over the sockets with a classic-BPF program instead of
+    /// the kernel's 4-tuple hash (which sends one flow to one socket).
+    pub reuseport_spread: Option<ReuseportSpread>,
+    /// `uring`: receive operations kept in flight.
+    pub uring_depth: usize,
+    /// `uring-multishot`: overflow buffers put in the provided-buffer ring when the consumer
+    /// holds every slot (datagrams landing there are counted as `overflow`); `None`: `batch`
+    /// with [`Overload::Discard`], 0 with [`Overload::Pause`] (the ring runs dry, the multishot
+    /// receive ends, and the kernel's queue absorbs or drops until it is re-armed).
+    pub uring_overflow_buffers: Option<usize>,
+    /// What to do when the consumer falls behind.
+    pub overload: Overload,
+    /// How the consumer is woken.
+    pub coalesce: Coalesce,
+    /// The longest datagrams should wait for the consumer: the queue in front of it is
+    /// bounded to this much of the measured arrival rate (and by `slots`); beyond it the
+    /// `overload` policy applies. `None`: bounded by `slots` only.
+    pub latency_budget: Option<Duration>,
+    /// Hand VRT context packets ([`PacketClass::Context`](crate::PacketClass)) to the consumer,
+    /// outside sequence tracking, instead of counting them as `skipped` (default: off).
+    pub deliver_context: bool,
+}
+
+impl EngineConfig {
+    /// Defaults for a socket bound to `bind`: mio backend, raw format, batches of 32,
+    /// 8192 slots of 9216 bytes, reorder window 64 (5 ms), pause when overloaded, adaptive
+    /// wake-ups (64 datagrams / 200 µs), a 20 ms latency budget.
+    pub fn new(bind: SocketAddr) -> Self {
+        Self {
+            socket: SocketConfig::new(bind),
+            backend: Backend::default(),
+            format: Format::Raw,
+            batch: 32,
+            slots: 8192,
+            slot_size: DEFAULT_SLOT_SIZE,
+            threads: ThreadOptions::default(),
+            reorder_window: 64,
+            reorder_timeout: Duration::from_millis(5),
+            seq: None,
+            reuseport_threads: 2,
+            reuseport_spread: None,
+            uring_depth: 64,
+            uring_overflow_buffers: None,
+            overload: Overload::default(),
+            coalesce: Coalesce::default(),
+            latency_budget: Some(Duration::from_millis(20)),
+            deliver_context: false,
+        }
+    }
+
+    /// Receive threads this configuration starts.
+    pub fn thread_count(&self) -> usize {
+        self.backend.imp().threads(self)
+    }
+
+    /// Bytes each slot of the pool takes: the largest datagram plus what the backend needs.
+    pub(crate) fn pool_slot_size(&self) -> usize {
+        self.slot_size + self.backend.imp().slot_overhead()
+    }
+
+    /// The sequence rules the tracker uses. Short counters (4 and 16 bits) are widened to 64
+    /// bits first ([`SeqExtender`](crate::seq::SeqExtender)), so the tracker works in a 64-bit
+    /// space for them; `None` for formats without sequence numbers.
+    pub fn seq_config(&self) -> Option<SeqConfig> {
+        self.format.seq_bits()?;
+        Some(self.seq.unwrap_or_else(|| {
+            let mut cfg = SeqConfig::for_bits(64);
+            // A GNU Radio sink that restarts begins again at its first number. With several
+            // receive threads an early datagram can come out hundreds behind its successors,
+            // so there only a run far behind counts as a restart.
+            if self.format.seq_bits() == Some(64) && self.thread_count() == 1 {
+                cfg.restart_seq = Some(self.format.first_seq());
+            }
+            cfg
+        }))
+    }
+
+    /// How the consumer tracks sequence numbers: `None` for formats without them.
+    pub(crate) fn tracking(&self) -> Option<crate::seq::stream::Tracking> {
+        self.seq_config().map(|seq| {
+            let bits = self.format.seq_bits().unwrap_or(64);
+            crate::seq::stream::Tracking {
+                seq,
+                short_bits: (bits < 64).then_some(bits),
+                // A 16-bit counter recurs rarely enough that its first number out of turn
+                // means a restart; a 4-bit one recurs every 16 packets.
+                restart_seq: ((16..64).contains(&bits) && self.thread_count() == 1)
+                    .then(|| self.format.first_seq()),
+            }
+        })
+    }
+
+    /// Checks the settings every backend shares, then the backend's own.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.batch == 0 || self.batch > 1024 {
+            return Err(Error::config(format!(
+                "batch {} outside 1..=1024",
+                self.batch
+            )));
+        }
+        if self.slot_size < 16 || self.slot_size > 65_536 {
+            return Err(Error::config(format!(
+                "slot size {} outside 16..=65536",
+                self.slot_size
+            )));
+        }
+        if self.slots < self.batch {
+            return Err(Error::config(format!(
+                "{} slots cannot hold a batch of {}",
+                self.slots, self.batch
+            )));
+        }
+        if let Coalesce::Fixed { frames: 0, .. } | Coalesce::Adaptive { frames: 0, .. } =
+            self.coalesce
+        {
+            return Err(Error::config("coalesce frames must be at least 1"));
+        }
+        if self.latency_budget.is_some_and(|b| b.is_zero()) {
+            return Err(Error::config("a latency budget of 0 would drop everything"));
+        }
+        if self.reorder_window >= self.slots {
+            return Err(Error::config(format!(
+                "reorder window {} needs more than {} slots",
+                self.reorder_window, self.slots
+            )));
+        }
+        self.backend.imp().validate(self)
+    }
+}

@@ -1,0 +1,211 @@
+//! Preallocated datagram buffers of one receive thread and the two single-producer
+//! single-consumer index rings (`rtrb`) through which their ownership moves: ready slots from
+//! the receive thread to the consumer, free slots back.
+//!
+//! Ownership rule: whoever popped slot `i` from a ring last (and has not pushed it since) is
+//! the only one that touches its bytes and metadata. `rtrb` publishes a push with release
+//! ordering and observes it with acquire ordering, so the writes of the previous owner are
+//! visible to the next one.
+
+use std::cell::UnsafeCell;
+use std::sync::Arc;
+
+use super::datagram::DatagramMeta;
+
+/// The receive thread's ends of one pool's rings.
+pub(crate) struct ReceiverEnd {
+    /// Ready slots, towards the consumer.
+    pub(crate) ready: rtrb::Producer<u32>,
+    /// Free slots, back from the consumer.
+    pub(crate) free: rtrb::Consumer<u32>,
+}
+
+/// The consumer's ends of one pool's rings.
+pub(crate) struct ConsumerEnd {
+    pub(crate) ready: rtrb::Consumer<u32>,
+    pub(crate) free: rtrb::Producer<u32>,
+}
+
+/// `slots` buffers of `slot_size` bytes and their metadata.
+pub(crate) struct SlotPool {
+    base: *mut u8,
+    total: usize,
+    slot_size: usize,
+    meta: Box<[UnsafeCell<DatagramMeta>]>,
+}
+
+// SAFETY: the pool's memory is only touched through slot indices whose ownership is handed
+// over through the rings (see the module documentation), so no two threads access one slot
+// at the same time; the pointer itself is never reassigned.
+unsafe impl Send for SlotPool {}
+// SAFETY: as above.
+unsafe impl Sync for SlotPool {}
+
+impl SlotPool {
+    /// A pool with every slot free (in the free ring, owned by the receive thread).
+    pub(crate) fn new(slots: usize, slot_size: usize) -> (Arc<SlotPool>, ReceiverEnd, ConsumerEnd) {
+        let slots = slots.clamp(1, u32::MAX as usize);
+        let total = slots * slot_size;
+        // A non-zero fill makes the allocator write every page now: a zeroed allocation
+        // would be faulted in page by page while the first datagrams arrive.
+        let mem: Box<[u8]> = vec![0x5au8; total].into_boxed_slice();
+        let base = Box::into_raw(mem) as *mut u8;
+        let pool = Arc::new(SlotPool {
+            base,
+            total,
+            slot_size,
+            meta: (0..slots)
+                .map(|_| UnsafeCell::new(DatagramMeta::default()))
+                .collect(),
+        });
+        let (ready_tx, ready_rx) = rtrb::RingBuffer::new(slots);
+        let (mut free_tx, free_rx) = rtrb::RingBuffer::new(slots);
+        for i in 0..slots {
+            free_tx
+                .push(i as u32)
+                .expect("the free ring holds every slot");
+        }
+        (
+            pool,
+            ReceiverEnd {
+                ready: ready_tx,
+                free: free_rx,
+            },
+            ConsumerEnd {
+                ready: ready_rx,
+                free: free_tx,
+            },
+        )
+    }
+
+    pub(crate) fn slots(&self) -> usize {
+        self.meta.len()
+    }
+
+    pub(crate) fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+    /// Pointer to the buffer of slot `i`.
+    pub(crate) fn buf_ptr(&self, i: u32) -> *mut u8 {
+        assert!((i as usize) < self.slots());
+        // SAFETY: i < slots, so the offset stays within the allocation of `total` bytes.
+        unsafe { self.base.add(i as usize * self.slot_size) }
+    }
+
+    /// The filled part of slot `i`.
+    ///
+    /// # Safety
+    /// The caller must own slot `i` (popped it and not pushed it since).
+    pub(crate) unsafe fn data(&self, i: u32) -> &[u8] {
+        // SAFETY: the caller owns the slot; its metadata says how much of it was written, and
+        // both are clamped to the slot.
+        unsafe {
+            let meta = &*self.meta[i as usize].get();
+            let offset = meta.offset.min(self.slot_size);
+            let len = meta.len.min(self.slot_size - offset);
+            std::slice::from_raw_parts(self.buf_ptr(i).add(offset), len)
+        }
+    }
+
+    /// The bytes of slot `i` after `offset`, `len` of them at most (clamped to the slot).
+    ///
+    /// # Safety
+    /// The caller must own slot `i` and the kernel must have written those bytes.
+    pub(crate) unsafe fn bytes(&self, i: u32, offset: usize, len: usize) -> &[u8] {
+        let offset = offset.min(self.slot_size);
+        let len = len.min(self.slot_size - offset);
+        // SAFETY: within the slot (clamped above); the caller owns it.
+        unsafe { std::slice::from_raw_parts(self.buf_ptr(i).add(offset), len) }
+    }
+
+    /// Metadata of slot `i`.
+    ///
+    /// # Safety
+    /// The caller must own slot `i`.
+    pub(crate) unsafe fn meta(&self, i: u32) -> &DatagramMeta {
+        // SAFETY: the caller owns the slot, so nobody writes the metadata meanwhile.
+        unsafe { &*self.meta[i as usize].get() }
+    }
+
+    /// Writes the metadata of slot `i`.
+    ///
+    /// # Safety
+    /// The caller must own slot `i`.
+    pub(crate) unsafe fn set_meta(&self, i: u32, meta: DatagramMeta) {
+        // SAFETY: the caller owns the slot, so nobody reads the metadata meanwhile.
+        unsafe { *self.meta[i as usize].get() = meta };
+    }
+}
+
+impl Drop for SlotPool {
+    fn drop(&mut self) {
+        // SAFETY: base came from Box::<[u8]>::into_raw with `total` bytes and is freed once.
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.base, self.total,
+            )));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_starts_with_every_slot_free_and_rings_pass_ownership() {
+        let (p, mut rx, mut cons) = SlotPool::new(10, 100);
+        let mut seen: Vec<u32> = std::iter::from_fn(|| rx.free.pop().ok()).collect();
+        seen.sort();
+        assert_eq!(seen, (0..10).collect::<Vec<_>>());
+        assert_eq!(p.slot_size(), 100);
+        for i in seen {
+            rx.ready.push(i).unwrap();
+        }
+        assert!(rx.ready.push(0).is_err(), "never more than every slot");
+        assert_eq!(cons.ready.pop(), Ok(0));
+        cons.free.push(0).unwrap();
+        assert_eq!(rx.free.pop(), Ok(0));
+    }
+
+    #[test]
+    fn ownership_moves_across_threads_in_order() {
+        let (p, mut rx, mut cons) = SlotPool::new(64, 8);
+        let n = 200_000u32;
+        let pool = p.clone();
+        let t = std::thread::spawn(move || {
+            for k in 0..n {
+                let slot = loop {
+                    if let Ok(s) = rx.free.pop() {
+                        break s;
+                    }
+                    std::hint::spin_loop();
+                };
+                // SAFETY: popped from the free ring: this thread owns the slot.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(k.to_le_bytes().as_ptr(), pool.buf_ptr(slot), 4);
+                    pool.set_meta(
+                        slot,
+                        DatagramMeta {
+                            len: 4,
+                            ..Default::default()
+                        },
+                    );
+                }
+                rx.ready.push(slot).unwrap();
+            }
+        });
+        let mut expect = 0;
+        while expect < n {
+            if let Ok(slot) = cons.ready.pop() {
+                // SAFETY: popped from the ready ring: the consumer owns the slot.
+                let v = u32::from_le_bytes(unsafe { p.data(slot) }.try_into().unwrap());
+                assert_eq!(v, expect);
+                expect += 1;
+                cons.free.push(slot).unwrap();
+            }
+        }
+        t.join().unwrap();
+    }
+}

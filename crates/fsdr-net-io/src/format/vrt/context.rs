@@ -1,0 +1,457 @@
+//! VITA-49 IF context packets (and DIFI's), parsed and emitted with the `vita49` crate: the
+//! radio's sample rate, RF frequency, bandwidth, gain, reference level and the other CIF0
+//! fields, converted to SI units as the standard's fixed-point formats say.
+//!
+//! ```
+//! use fsdr_net_io::format::vrt::context::{IfContext, emit_context, parse_context};
+//!
+//! let ctx = IfContext {
+//!     stream_id: Some(7),
+//!     sample_rate_sps: Some(25e6),
+//!     rf_ref_freq_hz: Some(2.4e9),
+//!     ..IfContext::default()
+//! };
+//! let bytes = emit_context(&ctx, 3, Some(1_000)).unwrap();
+//! let back = parse_context(&bytes).unwrap();
+//! assert_eq!(back.sample_rate_sps, Some(25e6));
+//! assert_eq!(back.rf_ref_freq_hz, Some(2.4e9));
+//! assert_eq!(back.sample_count, Some(1_000));
+//! ```
+
+use serde::{Deserialize, Serialize};
+use vita49::prelude::*;
+use vita49::{DeviceId, Gain, PacketType, Tsf, Tsi};
+
+use super::DIFI_OUI;
+use crate::format::FormatError;
+
+/// DIFI's information class code of its standard packets.
+pub const DIFI_INFO_CLASS: u16 = 0x0000;
+/// DIFI's packet class code of the standard context packet.
+pub const DIFI_CONTEXT_CLASS: u16 = 0x0001;
+/// DIFI's packet class code of the version flavor context packet.
+pub const DIFI_VERSION_CLASS: u16 = 0x0004;
+/// The CIF0 of a DIFI 1.x standard context packet: change indicator, reference point,
+/// bandwidth, IF and RF reference frequency, IF band offset, reference level, gain, sample
+/// rate, timestamp adjustment and calibration time, state and event indicators, data packet
+/// payload format.
+pub const DIFI_STANDARD_CIF0: u32 = 0xFBB9_8000;
+/// The CIF0 of a DIFI version flavor context packet: change indicator and CIF1.
+pub const DIFI_VERSION_CIF0: u32 = 0x8000_0002;
+
+/// CIF0 bit 31, the context field change indicator.
+const CHANGED: u32 = 1 << 31;
+
+/// What a context packet is as far as DIFI is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Difi {
+    /// Not a DIFI packet (no class ID, another OUI or class).
+    No,
+    /// A DIFI standard context packet; `complete` when its CIF0 is exactly the standard's
+    /// (every required field present, nothing else; the change indicator either way).
+    StandardContext {
+        /// CIF0 equals [`DIFI_STANDARD_CIF0`].
+        complete: bool,
+    },
+    /// A DIFI version flavor context packet (versions, not radio settings).
+    VersionFlavor,
+}
+
+/// The IF context of one stream, as one context packet states it. Fields the packet does not
+/// carry are `None`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct IfContext {
+    /// Stream ID (the data stream the context describes).
+    pub stream_id: Option<u32>,
+    /// Integer timestamp (seconds; UTC/GPS/other as the header says).
+    pub integer_seconds: Option<u32>,
+    /// Fractional timestamp as a sample count (TSF = sample count).
+    pub sample_count: Option<u64>,
+    /// Context field change indicator: some field changed since the last context packet.
+    pub changed: bool,
+    /// Reference point ID.
+    pub reference_point_id: Option<u32>,
+    /// Bandwidth in Hz.
+    pub bandwidth_hz: Option<f64>,
+    /// IF reference frequency in Hz.
+    pub if_ref_freq_hz: Option<f64>,
+    /// RF reference frequency in Hz.
+    pub rf_ref_freq_hz: Option<f64>,
+    /// RF reference frequency offset in Hz.
+    pub rf_offset_hz: Option<f64>,
+    /// IF band offset in Hz.
+    pub if_band_offset_hz: Option<f64>,
+    /// Reference level in dBm.
+    pub reference_level_dbm: Option<f32>,
+    /// Gain of stage 1 and stage 2 in dB.
+    pub gain_db: Option<(f32, f32)>,
+    /// Over-range count.
+    pub over_range_count: Option<u32>,
+    /// Sample rate in samples per second.
+    pub sample_rate_sps: Option<f64>,
+    /// Timestamp adjustment in femtoseconds.
+    pub timestamp_adjustment_fs: Option<i64>,
+    /// Timestamp calibration time (seconds, as the integer timestamp).
+    pub timestamp_cal_time: Option<u32>,
+    /// Temperature in °C.
+    pub temperature_c: Option<f32>,
+    /// Device identifier: manufacturer OUI and device code.
+    pub device_id: Option<(u32, u16)>,
+    /// State and event indicators (the raw word).
+    pub state_indicators: Option<u32>,
+    /// Data packet payload format (the raw 64-bit field).
+    pub payload_format: Option<u64>,
+    /// Class ID: OUI, information class code, packet class code.
+    pub class_id: Option<(u32, u16, u16)>,
+    /// DIFI standard or version flavor packet.
+    pub difi: Option<Difi>,
+}
+
+impl IfContext {
+    /// Total gain in dB (stage 1 plus stage 2), the value of GNU Radio's `rx_gain`.
+    pub fn gain_total_db(&self) -> Option<f64> {
+        self.gain_db.map(|(a, b)| f64::from(a) + f64::from(b))
+    }
+
+    /// The radio settings of `self` that differ from `before`, each as (name, value).
+    /// `before = None`: every setting present. The names are GNU Radio's UHD source tags.
+    pub fn changes(&self, before: Option<&IfContext>) -> Vec<(&'static str, f64)> {
+        let pick = |c: &IfContext| {
+            [
+                ("rx_rate", c.sample_rate_sps),
+                ("rx_freq", c.rf_ref_freq_hz),
+                ("rx_bandwidth", c.bandwidth_hz),
+                ("rx_gain", c.gain_total_db()),
+            ]
+        };
+        let now = pick(self);
+        let old = before.map(pick);
+        now.iter()
+            .enumerate()
+            .filter_map(|(i, &(name, v))| {
+                let v = v?;
+                let same = old.is_some_and(|o| o[i].1 == Some(v));
+                (!same).then_some((name, v))
+            })
+            .collect()
+    }
+
+    /// Whether any field other than the timestamps and the change indicator differs.
+    pub fn settings_differ(&self, other: &IfContext) -> bool {
+        let strip = |c: &IfContext| IfContext {
+            integer_seconds: None,
+            sample_count: None,
+            changed: false,
+            ..c.clone()
+        };
+        strip(self) != strip(other)
+    }
+}
+
+/// The radio settings of every stream, from its context packets: what a receiver needs to
+/// tag a setting once, where it changes, and report each new context once.
+///
+/// ```
+/// use fsdr_net_io::format::vrt::context::{ContextTracker, IfContext, emit_context};
+///
+/// let mut t = ContextTracker::default();
+/// let ctx = IfContext { sample_rate_sps: Some(1e6), rf_ref_freq_hz: Some(9e8), ..Default::default() };
+/// let packet = emit_context(&ctx, 0, None).unwrap();
+/// assert_eq!(t.take(&packet), [("rx_rate", 1e6), ("rx_freq", 9e8)]);
+/// assert!(t.take(&packet).is_empty(), "the same settings again: nothing new");
+/// assert_eq!(t.drain_new().len(), 1);
+/// ```
+#[derive(Debug, Default)]
+pub struct ContextTracker {
+    last: std::collections::HashMap<Option<u32>, IfContext>,
+    new: Vec<IfContext>,
+    malformed: u64,
+}
+
+impl ContextTracker {
+    /// Takes a context packet: returns the settings (tag name, value) that changed for its
+    /// stream, and keeps the context for [`ContextTracker::drain_new`] when any field did. A
+    /// packet the parser refuses is counted ([`ContextTracker::malformed`]) and changes
+    /// nothing.
+    pub fn take(&mut self, packet: &[u8]) -> Vec<(&'static str, f64)> {
+        let ctx = match parse_context(packet) {
+            Ok(c) => c,
+            Err(e) => {
+                if self.malformed == 0 {
+                    tracing::warn!(error = %e, "context packet not understood");
+                }
+                self.malformed += 1;
+                return Vec::new();
+            }
+        };
+        let before = self.last.get(&ctx.stream_id);
+        if before.is_some_and(|b| !ctx.settings_differ(b)) {
+            return Vec::new();
+        }
+        let changes = ctx.changes(before);
+        self.new.push(ctx.clone());
+        self.last.insert(ctx.stream_id, ctx);
+        changes
+    }
+
+    /// The contexts that changed something since the last call.
+    pub fn drain_new(&mut self) -> Vec<IfContext> {
+        std::mem::take(&mut self.new)
+    }
+
+    /// The last context of a stream.
+    pub fn current(&self, stream_id: Option<u32>) -> Option<&IfContext> {
+        self.last.get(&stream_id)
+    }
+
+    /// Context packets the parser refused.
+    pub fn malformed(&self) -> u64 {
+        self.malformed
+    }
+}
+
+fn vita(e: impl std::fmt::Display) -> FormatError {
+    FormatError::Context(e.to_string())
+}
+
+/// Parses a VRT context packet (types 4 and 5).
+pub fn parse_context(datagram: &[u8]) -> Result<IfContext, FormatError> {
+    let packet = Vrt::try_from(datagram).map_err(vita)?;
+    if packet.header().packet_type() != PacketType::Context {
+        return Err(FormatError::Context("not a context packet".into()));
+    }
+    let c = packet.payload().context().map_err(vita)?;
+    let class_id = packet.class_id().map(|id| {
+        (
+            id.oui(),
+            id.information_class_code(),
+            id.packet_class_code(),
+        )
+    });
+    let cif0 = Cif0Manipulators::cif0(c).as_u32();
+    let difi = class_id.map(|(oui, info, class)| match (oui, info, class) {
+        // Bit 31 is the change indicator, a flag rather than a field.
+        (DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS) => Difi::StandardContext {
+            complete: cif0 | CHANGED == DIFI_STANDARD_CIF0,
+        },
+        (DIFI_OUI, DIFI_INFO_CLASS, DIFI_VERSION_CLASS) if cif0 | CHANGED == DIFI_VERSION_CIF0 => {
+            Difi::VersionFlavor
+        }
+        _ => Difi::No,
+    });
+    Ok(IfContext {
+        stream_id: packet.stream_id(),
+        integer_seconds: packet.integer_timestamp(),
+        sample_count: (packet.header().tsf() == Tsf::SampleCount)
+            .then(|| packet.fractional_timestamp())
+            .flatten(),
+        changed: c.context_changed(),
+        reference_point_id: c.reference_point_id().copied(),
+        bandwidth_hz: c.bandwidth_hz(),
+        if_ref_freq_hz: c.if_ref_freq_hz(),
+        rf_ref_freq_hz: c.rf_ref_freq_hz(),
+        rf_offset_hz: c.rf_ref_freq_offset_hz(),
+        if_band_offset_hz: c.if_band_offset_hz(),
+        reference_level_dbm: c.reference_level_db(),
+        gain_db: c.gain().map(|g| (g.stage_1_gain_db(), g.stage_2_gain_db())),
+        over_range_count: c.over_range_count().copied(),
+        sample_rate_sps: c.sample_rate_sps(),
+        // 64-bit two's complement femtoseconds (VITA-49.2 9.7.3.1).
+        timestamp_adjustment_fs: c.timestamp_adjustment().map(|&v| v as i64),
+        timestamp_cal_time: c.timestamp_cal_time().copied(),
+        // Lower 16 bits, two's complement, 6 fractional bits, °C (VITA-49.2 9.10.5).
+        temperature_c: c.temperature().map(|&v| f32::from(v as u16 as i16) / 64.0),
+        device_id: c
+            .device_id()
+            .map(|d| (d.manufacturer_oui(), d.device_code())),
+        state_indicators: c.state_indicators().copied(),
+        payload_format: c.signal_data_payload_format().copied(),
+        class_id,
+        difi,
+    })
+}
+
+/// Builds a context packet stating `ctx` (timestamps from `sample_count` and
+/// `ctx.integer_seconds`), with packet count `count` (4 bits). With `ctx.class_id` of DIFI's
+/// standard context class, the fields DIFI requires and `ctx` leaves out are sent as zero.
+pub fn emit_context(
+    ctx: &IfContext,
+    count: u8,
+    sample_count: Option<u64>,
+) -> Result<Vec<u8>, FormatError> {
+    let mut p = Vrt::new_context_packet();
+    p.set_stream_id(Some(ctx.stream_id.unwrap_or(1)));
+    let difi_standard = ctx.class_id == Some((DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS));
+    if let Some((oui, info, class)) = ctx.class_id {
+        let mut id = vita49::ClassIdentifier::default();
+        id.set_oui(oui);
+        id.set_information_class_code(info);
+        id.set_packet_class_code(class);
+        p.set_class_id(Some(id));
+    }
+    p.header_mut().set_packet_count(count & 0xf);
+    if let Some(s) = ctx.integer_seconds {
+        p.set_integer_timestamp(Some(s), Tsi::Utc).map_err(vita)?;
+    }
+    if let Some(t) = sample_count {
+        p.set_fractional_timestamp(Some(t), Tsf::SampleCount)
+            .map_err(vita)?;
+    }
+    let c = p.payload_mut().context_mut().map_err(vita)?;
+    c.set_context_changed(ctx.changed);
+    let zero_if_difi = |v: Option<f64>| v.or(difi_standard.then_some(0.0));
+    c.set_reference_point_id(ctx.reference_point_id.or(difi_standard.then_some(0)));
+    c.set_bandwidth_hz(zero_if_difi(ctx.bandwidth_hz));
+    c.set_if_ref_freq_hz(zero_if_difi(ctx.if_ref_freq_hz));
+    c.set_rf_ref_freq_hz(zero_if_difi(ctx.rf_ref_freq_hz));
+    c.set_rf_ref_freq_offset_hz(ctx.rf_offset_hz);
+    c.set_if_band_offset_hz(zero_if_difi(ctx.if_band_offset_hz));
+    c.set_reference_level_db(ctx.reference_level_dbm.or(difi_standard.then_some(0.0)));
+    c.set_gain(
+        ctx.gain_db
+            .or(difi_standard.then_some((0.0, 0.0)))
+            .map(|(a, b)| Gain::new(a, b)),
+    );
+    c.set_over_range_count(ctx.over_range_count);
+    c.set_sample_rate_sps(zero_if_difi(ctx.sample_rate_sps));
+    c.set_timestamp_adjustment(
+        ctx.timestamp_adjustment_fs
+            .or(difi_standard.then_some(0))
+            .map(|v| v as u64),
+    );
+    c.set_timestamp_cal_time(ctx.timestamp_cal_time.or(difi_standard.then_some(0)));
+    c.set_temperature(
+        ctx.temperature_c
+            .map(|t| i32::from((t * 64.0).round() as i16) & 0xffff),
+    );
+    c.set_device_id(ctx.device_id.map(|(oui, code)| {
+        let mut d = DeviceId::default();
+        d.set_manufacturer_oui(oui);
+        d.set_device_code(code);
+        d
+    }));
+    c.set_state_indicators(ctx.state_indicators.or(difi_standard.then_some(0)));
+    c.set_signal_data_payload_format(ctx.payload_format.or(difi_standard.then_some(0)));
+    p.update_packet_size();
+    p.to_bytes().map_err(vita)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> IfContext {
+        IfContext {
+            stream_id: Some(0x1234_5678),
+            integer_seconds: Some(1_700_000_000),
+            sample_count: None,
+            changed: true,
+            reference_point_id: Some(9),
+            bandwidth_hz: Some(20e6),
+            if_ref_freq_hz: Some(-1.5e6),
+            rf_ref_freq_hz: Some(2.412e9),
+            rf_offset_hz: Some(250e3),
+            if_band_offset_hz: Some(-10e3),
+            reference_level_dbm: Some(-12.5),
+            gain_db: Some((30.0, 1.5)),
+            over_range_count: Some(3),
+            sample_rate_sps: Some(30.72e6),
+            timestamp_adjustment_fs: Some(-1_000_000),
+            timestamp_cal_time: Some(1_699_999_000),
+            temperature_c: Some(41.25),
+            device_id: Some((0x00_2233, 0x0042)),
+            state_indicators: Some(0x000A_0000),
+            payload_format: Some(0xA000_01CF_0000_0000),
+            class_id: None,
+            difi: None,
+        }
+    }
+
+    #[test]
+    fn every_cif0_field_round_trips_through_the_emitter() {
+        let ctx = full();
+        let bytes = emit_context(&ctx, 5, Some(123_456)).unwrap();
+        let back = parse_context(&bytes).unwrap();
+        assert_eq!(
+            back,
+            IfContext {
+                sample_count: Some(123_456),
+                ..ctx
+            }
+        );
+    }
+
+    /// The fixed-point encodings, checked against words built by hand from the standard:
+    /// 64-bit frequencies with 20 fractional bits, reference level Q9.7 in the low half,
+    /// temperature Q10.6.
+    #[test]
+    fn fixed_point_fields_are_the_standards_words() {
+        let ctx = IfContext {
+            stream_id: Some(1),
+            rf_ref_freq_hz: Some(100e6),
+            reference_level_dbm: Some(-1.0),
+            ..IfContext::default()
+        };
+        let b = emit_context(&ctx, 0, None).unwrap();
+        // Header, stream ID, CIF0, then the RF reference frequency (bit 27) and the reference
+        // level (bit 24), in CIF0 bit order.
+        let cif0 = u32::from_be_bytes(b[8..12].try_into().unwrap());
+        assert_eq!(cif0, (1 << 27) | (1 << 24));
+        let freq = u64::from_be_bytes(b[12..20].try_into().unwrap());
+        assert_eq!(freq, 100_000_000u64 << 20);
+        let level = u32::from_be_bytes(b[20..24].try_into().unwrap());
+        assert_eq!(level, (-128i16) as u16 as u32);
+    }
+
+    #[test]
+    fn difi_standard_context_is_recognised_and_validated() {
+        let mut ctx = IfContext {
+            stream_id: Some(1),
+            sample_rate_sps: Some(10e6),
+            class_id: Some((DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS)),
+            ..IfContext::default()
+        };
+        ctx.changed = true;
+        let b = emit_context(&ctx, 0, Some(0)).unwrap();
+        let back = parse_context(&b).unwrap();
+        assert_eq!(back.difi, Some(Difi::StandardContext { complete: true }));
+        // A DIFI class with a field too many is flagged incomplete.
+        ctx.over_range_count = Some(1);
+        let b = emit_context(&ctx, 0, Some(0)).unwrap();
+        let back = parse_context(&b).unwrap();
+        assert_eq!(back.difi, Some(Difi::StandardContext { complete: false }));
+        // Not DIFI without its class ID.
+        ctx.class_id = Some((0x00_1234, 0, 1));
+        let b = emit_context(&ctx, 0, Some(0)).unwrap();
+        assert_eq!(parse_context(&b).unwrap().difi, Some(Difi::No));
+    }
+
+    #[test]
+    fn changes_name_the_settings_that_moved() {
+        let a = IfContext {
+            sample_rate_sps: Some(10e6),
+            rf_ref_freq_hz: Some(1e9),
+            gain_db: Some((10.0, 0.5)),
+            ..IfContext::default()
+        };
+        assert_eq!(
+            a.changes(None),
+            [("rx_rate", 10e6), ("rx_freq", 1e9), ("rx_gain", 10.5)]
+        );
+        assert!(a.changes(Some(&a)).is_empty());
+        let b = IfContext {
+            rf_ref_freq_hz: Some(2e9),
+            ..a.clone()
+        };
+        assert_eq!(b.changes(Some(&a)), [("rx_freq", 2e9)]);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(parse_context(&[]).is_err());
+        assert!(parse_context(&[0x40, 0, 0, 1]).is_err());
+        let mut b = emit_context(&full(), 0, None).unwrap();
+        b.truncate(b.len() - 4);
+        assert!(parse_context(&b).is_err());
+    }
+}

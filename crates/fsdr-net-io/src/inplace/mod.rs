@@ -1,0 +1,304 @@
+//! In-place reception: a receive thread that writes samples straight into the consumer's
+//! output buffers, with no copy after the kernel's.
+//!
+//! The consumer lends empty buffers ([`InPlaceReceiver::give`]); the receive thread scatters
+//! each datagram with `recvmmsg` iovecs — the header into a small per-datagram area, the
+//! payload at its sample position in the buffer, anything longer into a spill area — and
+//! hands full buffers back ([`InPlaceReceiver::take`]) with their tags and gaps. A datagram
+//! that does not fit that pattern takes the copying path of the
+//! [`Depacketizer`](crate::depacketizer::Depacketizer) with the same accounting: one whose
+//! header or payload length differs from the stream's, one after a gap (zeros go where its
+//! payload landed), one out of order, and every datagram whose samples need byte swapping or
+//! conversion ([`Decoder::is_copy`](crate::sample::Decoder::is_copy)). Counters are those of
+//! the [`Engine`](crate::Engine), and the depacketizer's `copied_bytes` counts every payload
+//! byte that was copied: 0 on the fast path.
+//!
+//! One stream per receiver: the first stream ID seen (CHDR destination endpoint, VRT stream
+//! ID); datagrams of other streams are `skipped`. The receive loop is the `recvmmsg` backend's:
+//! one blocking `recvmmsg(MSG_WAITFORONE)` per batch, woken for shutdown by `SHUT_RD`.
+//! When the consumer returns no empty buffer, the thread stops reading (`paused`) and the
+//! kernel's buffer absorbs or drops: the buffers in circulation bound the queue in front of
+//! the consumer.
+//!
+//! ```
+//! use fsdr_net_io::depacketizer::DepacketizerConfig;
+//! use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
+//! use fsdr_net_io::sample::{Decoder, WireFormat};
+//! use fsdr_net_io::{Backend, EngineConfig, Format};
+//! use std::time::Duration;
+//!
+//! let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+//! engine.backend = Backend::Recvmmsg;
+//! engine.format = Format::Seq64;
+//! let cfg = InPlaceConfig {
+//!     engine,
+//!     decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
+//!     depacketizer: DepacketizerConfig::default(),
+//!     buffers: 4,
+//! };
+//! let mut rx = InPlaceReceiver::<u8, Vec<u8>>::start(cfg).unwrap();
+//! for _ in 0..4 {
+//!     rx.give(vec![0u8; 64 * 1024]).unwrap();
+//! }
+//! let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+//! for seq in 1..=3u64 {
+//!     let mut dg = seq.to_le_bytes().to_vec();
+//!     dg.extend_from_slice(&[seq as u8; 100]);
+//!     tx.send_to(&dg, rx.local_addr()).unwrap();
+//! }
+//! let mut items = Vec::new();
+//! while items.len() < 300 {
+//!     rx.notifier().wait_timeout(Duration::from_millis(100));
+//!     while let Some(f) = rx.take() {
+//!         items.extend_from_slice(&f.buffer[..f.items]);
+//!         rx.give(f.buffer).unwrap();
+//!     }
+//! }
+//! let (stats, dp, _) = rx.shutdown();
+//! assert_eq!((stats.delivered, dp.items), (3, 300));
+//! assert_eq!(&items[..3], &[1, 1, 1]);
+//! assert_eq!(&items[297..], &[3, 3, 3]);
+//! ```
+
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use socket2::Socket;
+
+use crate::depacketizer::{DepacketizerConfig, DepacketizerStats, GapEvent, ItemTag};
+use crate::engine::{Backend, EngineConfig, ResumeSignal, Shared, StatsHandle};
+use crate::notify::Notify;
+use crate::sample::{Decoder, Item};
+use crate::socket::BufferReport;
+use crate::stats::{Counters, Stats};
+use crate::{Error, sys};
+
+mod receiver;
+
+/// Memory a receive thread can write items into: an output buffer of the consumer.
+/// Implemented for `Vec<T>`; the FutureSDR block implements it for the circuit buffer.
+pub trait ItemBuffer<T>: Send + 'static {
+    /// All items of the buffer. Must return the same memory every time it is called.
+    fn items(&mut self) -> &mut [T];
+}
+
+impl<T: Item> ItemBuffer<T> for Vec<T> {
+    fn items(&mut self) -> &mut [T] {
+        self
+    }
+}
+
+/// A buffer the receive thread handed back.
+#[derive(Debug)]
+pub struct Filled<B> {
+    /// The buffer.
+    pub buffer: B,
+    /// Items written from its start.
+    pub items: usize,
+    /// Tags, with indices into the buffer.
+    pub tags: Vec<ItemTag>,
+    /// Gaps found while it was filled (for `missed` messages).
+    pub gaps: Vec<GapEvent>,
+    /// VRT/DIFI contexts that changed a setting while it was filled (for `context`
+    /// messages; their setting tags are in `tags`).
+    pub contexts: Vec<crate::format::vrt::context::IfContext>,
+}
+
+/// Everything an [`InPlaceReceiver`] needs.
+#[derive(Debug, Clone)]
+pub struct InPlaceConfig<T> {
+    /// Socket, format, batch, slot size (the largest datagram), reorder window and timeout,
+    /// thread options and wake-up moderation. The backend must be
+    /// [`Backend::Recvmmsg`]: in-place reception is that loop.
+    pub engine: EngineConfig,
+    /// How payload bytes become items.
+    pub decoder: Decoder<T>,
+    /// Zero-fill, time tags and probe marks.
+    pub depacketizer: DepacketizerConfig,
+    /// The most buffers that will be in circulation at once (the capacity of the rings
+    /// between consumer and receive thread).
+    pub buffers: usize,
+}
+
+/// What the receive thread shares with the consumer.
+pub(crate) struct InShared {
+    pub(crate) engine: Arc<Shared>,
+    pub(crate) dp_stats: Mutex<DepacketizerStats>,
+}
+
+/// A running in-place receive thread. See the [module documentation](self).
+pub struct InPlaceReceiver<T, B> {
+    shared: Arc<InShared>,
+    empty: rtrb::Producer<B>,
+    full: rtrb::Consumer<Filled<B>>,
+    thread: Option<JoinHandle<()>>,
+    stop_socket: Socket,
+    local_addr: SocketAddr,
+    buffer: BufferReport,
+    _items: PhantomData<fn() -> T>,
+}
+
+impl<T, B> std::fmt::Debug for InPlaceReceiver<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InPlaceReceiver")
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
+    /// Opens the socket and starts the receive thread.
+    pub fn start(cfg: InPlaceConfig<T>) -> Result<Self, Error> {
+        let InPlaceConfig {
+            engine: ecfg,
+            decoder,
+            depacketizer,
+            buffers,
+        } = cfg;
+        if ecfg.backend != Backend::Recvmmsg {
+            return Err(Error::Unsupported {
+                backend: ecfg.backend,
+                reason: "in-place reception runs its own recvmmsg loop; choose Backend::Recvmmsg"
+                    .into(),
+            });
+        }
+        if buffers == 0 {
+            return Err(Error::config(
+                "in-place reception needs at least one buffer",
+            ));
+        }
+        ecfg.validate()?;
+        let addr = ecfg.socket.bind;
+        let sock_err = |source| Error::Socket { addr, source };
+        let opened = crate::socket::open_socket(&ecfg.socket, false).map_err(sock_err)?;
+        let socket = opened.socket;
+        socket.set_nonblocking(false).map_err(sock_err)?;
+        let stop_socket = socket.try_clone().map_err(sock_err)?;
+        let probe = socket.try_clone().map_err(sock_err)?;
+        let engine = Arc::new(Shared {
+            pools: Vec::new(),
+            counters: Counters::new(1),
+            notify: Arc::new(Notify::new()),
+            stop: AtomicBool::new(false),
+            format: ecfg.format,
+            filter: ecfg.socket.filter.clone(),
+            resume: vec![ResumeSignal::default()],
+            probes: vec![probe],
+        });
+        let shared = Arc::new(InShared {
+            engine,
+            dp_stats: Mutex::new(DepacketizerStats::default()),
+        });
+        let (empty, empty_rx) = rtrb::RingBuffer::new(buffers);
+        let (full_tx, full) = rtrb::RingBuffer::new(buffers);
+        let rx = receiver::Receive::new(
+            &ecfg,
+            shared.clone(),
+            socket,
+            decoder,
+            depacketizer,
+            empty_rx,
+            full_tx,
+        );
+        let thread = crate::engine::spawn_receive_thread(0, &ecfg.threads, move || rx.run())?;
+        tracing::debug!(local_addr = %opened.local_addr, "in-place receiver started");
+        Ok(Self {
+            shared,
+            empty,
+            full,
+            thread: Some(thread),
+            stop_socket,
+            local_addr: opened.local_addr,
+            buffer: opened.buffer,
+            _items: PhantomData,
+        })
+    }
+
+    /// Lends an empty buffer to the receive thread; gives it back when more buffers are out
+    /// than [`InPlaceConfig::buffers`] allows.
+    pub fn give(&mut self, buffer: B) -> Result<(), B> {
+        match self.empty.push(buffer) {
+            Ok(()) => {
+                self.shared.engine.resume[0].notify.notify();
+                Ok(())
+            }
+            Err(rtrb::PushError::Full(b)) => Err(b),
+        }
+    }
+
+    /// A buffer the receive thread filled, if one is ready. Never blocks.
+    pub fn take(&mut self) -> Option<Filled<B>> {
+        self.full.pop().ok()
+    }
+
+    /// Signalled whenever a filled buffer is handed back: an async consumer awaits
+    /// `notifier().notified()` when [`InPlaceReceiver::take`] returns `None`.
+    pub fn notifier(&self) -> Arc<Notify> {
+        self.shared.engine.notify.clone()
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// What the kernel made of the receive-buffer request.
+    pub fn recv_buffer(&self) -> BufferReport {
+        self.buffer
+    }
+
+    /// A snapshot of the engine counters.
+    pub fn stats(&self) -> Stats {
+        self.shared.engine.snapshot()
+    }
+
+    /// A handle that reads the engine counters from anywhere.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(self.shared.engine.clone())
+    }
+
+    /// The depacketizer's counters (items, zeros, copied bytes), as of the last hand-over.
+    pub fn depacketizer_stats(&self) -> DepacketizerStats {
+        *self
+            .shared
+            .dp_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stops the receive thread after it took what is queued, and returns the final
+    /// counters and every buffer it still had filled (the last one partly).
+    pub fn shutdown(mut self) -> (Stats, DepacketizerStats, Vec<Filled<B>>) {
+        self.stop();
+        let mut rest = Vec::new();
+        while let Some(f) = self.take() {
+            rest.push(f);
+        }
+        (self.stats(), self.depacketizer_stats(), rest)
+    }
+
+    fn stop(&mut self) {
+        self.shared.engine.stop.store(true, Ordering::Release);
+        self.shared.engine.resume[0].notify.notify();
+        sys::shutdown_read(std::os::fd::AsFd::as_fd(&self.stop_socket));
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("in-place receive thread panicked");
+        }
+    }
+}
+
+impl<T, B> Drop for InPlaceReceiver<T, B> {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.shared.engine.stop.store(true, Ordering::Release);
+            self.shared.engine.resume[0].notify.notify();
+            sys::shutdown_read(std::os::fd::AsFd::as_fd(&self.stop_socket));
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,761 @@
+//! The in-place receive loop: scatter layout per batch, the fast path that only accounts
+//! for payloads the kernel put in place, and the copying path for everything else.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use socket2::Socket;
+
+use super::{Filled, InShared, ItemBuffer};
+use crate::depacketizer::{DatagramIn, Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
+use crate::engine::{Coalesce, EngineConfig};
+use crate::format::vrt::context::{ContextTracker, IfContext};
+use crate::format::{Format, PacketClass, PacketInfo};
+use crate::sample::{Decoder, Item};
+use crate::seq::stream::StreamOrder;
+use crate::seq::{Released, SeqEvent};
+use crate::socket::SourceFilter;
+use crate::stats::LocalCounts;
+use crate::sys::{self, RecvBatch, RecvMeta, Wait};
+
+/// Header bytes a datagram's head area holds: the largest header the fast path places.
+const HEAD_CAP: usize = 64;
+/// How often a thread without an empty buffer looks again.
+const PAUSE_CHECK: Duration = Duration::from_micros(250);
+/// Consecutive copied datagrams with the same header and payload length that make them the
+/// stream's new pattern.
+const RELEARN: u32 = 4;
+
+/// The header and payload length of the stream's datagrams, which the fast path expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pattern {
+    head: usize,
+    payload: usize,
+}
+
+/// A datagram copied out of the scatter areas, for the copying path.
+struct Owned {
+    bytes: Vec<u8>,
+    info: PacketInfo,
+    arrival_ns: u64,
+}
+
+/// What travels through the reorder window.
+enum Entry {
+    /// Its payload is in the output buffer at the write position.
+    Placed,
+    /// Copied out.
+    Owned(Owned),
+}
+
+/// The buffer being filled.
+struct Current<B> {
+    buffer: B,
+    /// Items written.
+    pos: usize,
+    tags: Vec<ItemTag>,
+    gaps: Vec<GapEvent>,
+    /// Contexts that changed a setting while it was filled.
+    contexts: Vec<IfContext>,
+    /// Datagrams in it, and when the first of them arrived.
+    datagrams: usize,
+    first_ns: u64,
+}
+
+/// The receive thread's state.
+pub(super) struct Receive<T, B> {
+    shared: Arc<InShared>,
+    socket: Socket,
+    format: Format,
+    filter: SourceFilter,
+    batch: usize,
+    slot_size: usize,
+    reorder_timeout: Duration,
+    coalesce: Coalesce,
+    empty: rtrb::Consumer<B>,
+    full: rtrb::Producer<Filled<B>>,
+    dp: Depacketizer<T>,
+    order: Option<StreamOrder<Entry>>,
+    /// The stream this receiver follows (stream ID of the first data packet).
+    stream: Option<Option<u32>>,
+    pattern: Option<Pattern>,
+    candidate: Option<(Pattern, u32)>,
+    cur: Option<Current<B>>,
+    msgs: RecvBatch,
+    heads: Box<[u8]>,
+    spill: Box<[u8]>,
+    counts: LocalCounts,
+    released: Vec<Released<Entry>>,
+    spare: Vec<Vec<u8>>,
+    layout: Vec<Layout>,
+    metas: Vec<RecvMeta>,
+    last_handover_ns: u64,
+    paused: bool,
+    deliver_context: bool,
+    contexts: ContextTracker,
+}
+
+impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
+    pub(super) fn new(
+        cfg: &EngineConfig,
+        shared: Arc<InShared>,
+        socket: Socket,
+        decoder: Decoder<T>,
+        dp_cfg: DepacketizerConfig,
+        empty: rtrb::Consumer<B>,
+        full: rtrb::Producer<Filled<B>>,
+    ) -> Self {
+        Self {
+            shared,
+            socket,
+            format: cfg.format,
+            filter: cfg.socket.filter.clone(),
+            batch: cfg.batch,
+            slot_size: cfg.slot_size,
+            reorder_timeout: cfg.reorder_timeout,
+            coalesce: cfg.coalesce,
+            empty,
+            full,
+            dp: Depacketizer::new(decoder, dp_cfg),
+            order: cfg
+                .tracking()
+                .map(|t| StreamOrder::new(t, cfg.reorder_window)),
+            stream: None,
+            pattern: None,
+            candidate: None,
+            cur: None,
+            msgs: RecvBatch::new(cfg.batch),
+            heads: vec![0u8; cfg.batch * HEAD_CAP].into_boxed_slice(),
+            spill: vec![0u8; cfg.batch * cfg.slot_size].into_boxed_slice(),
+            counts: LocalCounts::default(),
+            released: Vec::new(),
+            spare: Vec::new(),
+            layout: Vec::with_capacity(cfg.batch),
+            metas: Vec::with_capacity(cfg.batch),
+            last_handover_ns: 0,
+            paused: false,
+            deliver_context: cfg.deliver_context,
+            contexts: ContextTracker::default(),
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.shared.engine.stop.load(Ordering::Acquire)
+    }
+
+    pub(super) fn run(mut self) {
+        sys::set_timer_slack_ns(5_000);
+        // Once stopping, what is queued is still taken, but a sender that never pauses
+        // cannot keep the thread alive.
+        let mut after_stop = 0;
+        while after_stop < 4096 {
+            let stopping = self.stopping();
+            after_stop += usize::from(stopping);
+            if self.cur.is_none() && !self.next_buffer() {
+                if stopping {
+                    break;
+                }
+                continue;
+            }
+            self.flush_pending();
+            // A buffer that cannot take another datagram goes to the consumer (a fresh one
+            // smaller than a datagram is written anyway: the depacketizer stages the rest).
+            if self.room() < self.need() && self.cur.as_ref().is_some_and(|c| c.pos > 0) {
+                self.hand_over();
+                continue;
+            }
+            if !stopping && !self.wait_for_data() {
+                continue;
+            }
+            let wait = if stopping { Wait::No } else { Wait::ForOne };
+            match self.receive(wait) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if stopping {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    if self.stopping() {
+                        continue;
+                    }
+                    tracing::warn!(error = %e, "recvmmsg failed");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            self.publish();
+        }
+        // Whatever waits for a missing predecessor goes out now.
+        if let Some(o) = self.order.as_mut() {
+            o.flush_all(&mut self.released);
+        }
+        if self.cur.is_some() || self.next_buffer() {
+            self.deliver_released();
+            self.flush_pending();
+            self.hand_over();
+        }
+        if let Ok(d) = sys::socket_drops(&self.socket) {
+            self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
+        }
+        self.publish();
+    }
+
+    /// Takes an empty buffer; when there is none, waits a little for one (paused).
+    fn next_buffer(&mut self) -> bool {
+        match self.empty.pop() {
+            Ok(buffer) => {
+                self.paused = false;
+                self.cur = Some(Current {
+                    buffer,
+                    pos: 0,
+                    tags: Vec::new(),
+                    gaps: Vec::new(),
+                    contexts: Vec::new(),
+                    datagrams: 0,
+                    first_ns: 0,
+                });
+                true
+            }
+            Err(_) => {
+                if self.stopping() {
+                    return false;
+                }
+                if !self.paused {
+                    self.paused = true;
+                    self.counts.paused += 1;
+                    self.publish();
+                }
+                self.shared.engine.resume[0]
+                    .notify
+                    .wait_timeout(PAUSE_CHECK);
+                false
+            }
+        }
+    }
+
+    fn room(&mut self) -> usize {
+        let c = self.cur.as_mut().expect("a current buffer");
+        c.buffer.items().len() - c.pos
+    }
+
+    /// Room a datagram needs: the stream's payload, or the largest one before it is known.
+    fn need(&self) -> usize {
+        let dec = self.dp.decoder();
+        match self.pattern {
+            Some(p) => dec.items_in(p.payload).max(1),
+            None => self.dp.max_items(self.slot_size),
+        }
+    }
+
+    /// Writes zeros and staged data that wait for room.
+    fn flush_pending(&mut self) {
+        if !self.dp.pending() {
+            return;
+        }
+        let c = self.cur.as_mut().expect("a current buffer");
+        let pos = c.pos;
+        let mut w = self.dp.writer(&mut c.buffer.items()[pos..]);
+        let gaps = w.take_gaps();
+        let (n, tags) = w.finish();
+        c.gaps.extend(gaps);
+        c.tags.extend(tags.into_iter().map(|t| ItemTag {
+            index: t.index + pos,
+            kind: t.kind,
+        }));
+        c.pos += n;
+    }
+
+    /// Hands the current buffer to the consumer and wakes it.
+    fn hand_over(&mut self) {
+        let Some(c) = self.cur.take() else { return };
+        let filled = Filled {
+            buffer: c.buffer,
+            items: c.pos,
+            tags: c.tags,
+            gaps: c.gaps,
+            contexts: c.contexts,
+        };
+        // The rings hold every buffer in circulation, so this cannot be full.
+        if self.full.push(filled).is_err() {
+            tracing::error!("in-place hand-over ring full: more buffers given than configured");
+        }
+        self.last_handover_ns = sys::monotonic_ns();
+        self.counts.wakeups += 1;
+        *self
+            .shared
+            .dp_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = self.dp.stats();
+        self.publish();
+        self.shared.engine.notify.notify();
+    }
+
+    fn publish(&mut self) {
+        self.counts.flush(&self.shared.engine.counters.threads[0]);
+    }
+
+    /// When the current buffer must go to the consumer even if not full (wake-up
+    /// moderation), if it holds anything.
+    fn hand_over_due(&self) -> Option<u64> {
+        let c = self.cur.as_ref()?;
+        if c.pos == 0 {
+            return None;
+        }
+        Some(match self.coalesce {
+            Coalesce::Off => c.first_ns,
+            Coalesce::Fixed { frames, time } => {
+                if c.datagrams >= frames {
+                    c.first_ns
+                } else {
+                    c.first_ns + time.as_nanos() as u64
+                }
+            }
+            Coalesce::Adaptive { frames, time } => {
+                let t = time.as_nanos() as u64;
+                // Sparse traffic (the last hand-over long ago) goes out at once.
+                if c.datagrams >= frames || c.first_ns.saturating_sub(self.last_handover_ns) >= t {
+                    c.first_ns
+                } else {
+                    c.first_ns + t
+                }
+            }
+        })
+    }
+
+    /// Waits until the socket is readable or a deadline (hand-over, reorder timeout)
+    /// passes; acts on the deadline. Returns whether to receive now.
+    fn wait_for_data(&mut self) -> bool {
+        let reorder = self
+            .order
+            .as_ref()
+            .and_then(|o| o.held_since())
+            .map(|since| {
+                let waited = since.elapsed();
+                sys::monotonic_ns() + self.reorder_timeout.saturating_sub(waited).as_nanos() as u64
+            });
+        let deadline = match (self.hand_over_due(), reorder) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(d) = deadline else {
+            return true;
+        };
+        let now = sys::monotonic_ns();
+        if now < d && sys::readable_within(&self.socket, d - now) {
+            return true;
+        }
+        // A deadline passed with nothing to read.
+        if let Some(o) = self.order.as_mut()
+            && o.held_since()
+                .is_some_and(|since| since.elapsed() >= self.reorder_timeout)
+        {
+            o.flush_oldest(&mut self.released);
+            self.deliver_released();
+        }
+        if self
+            .hand_over_due()
+            .is_some_and(|due| sys::monotonic_ns() >= due)
+        {
+            self.hand_over();
+        }
+        false
+    }
+
+    /// One `recvmmsg` call and everything it brought. Returns false once the socket was
+    /// shut down.
+    fn receive(&mut self, wait: Wait) -> std::io::Result<bool> {
+        let fast = self
+            .pattern
+            .filter(|p| p.head <= HEAD_CAP && self.dp.decoder().is_copy() && !self.dp.pending());
+        let size = std::mem::size_of::<T>();
+        let (pos, base, len) = {
+            let c = self.cur.as_mut().expect("a current buffer");
+            let items = c.buffer.items();
+            (
+                c.pos * size,
+                items.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(items),
+            )
+        };
+        let n = match fast {
+            Some(p) => self.batch.min((len - pos) / p.payload).max(1),
+            // Until the stream's layout is known, one datagram at a time, so that only the
+            // first one is copied.
+            None if self.pattern.is_none() && self.dp.decoder().is_copy() => 1,
+            None => self.batch,
+        };
+        self.layout.clear();
+        for i in 0..n {
+            let spill = self.spill[i * self.slot_size..].as_mut_ptr();
+            match fast {
+                Some(p) => {
+                    let head = self.heads[i * HEAD_CAP..].as_mut_ptr();
+                    let at = (pos + i * p.payload).min(len);
+                    let body = p.payload.min(len - at);
+                    self.layout.push(Layout {
+                        head: p.head,
+                        at,
+                        body,
+                    });
+                    // SAFETY: the head, body and spill areas are valid for writes of the
+                    // given lengths (the body lies inside the current buffer: at + body ≤
+                    // its length in bytes); the buffer is owned by this thread and neither
+                    // read nor written until recv returns.
+                    unsafe {
+                        self.msgs.set_scatter(
+                            i,
+                            &[
+                                (head, p.head),
+                                (base.add(at), body),
+                                (spill, self.slot_size - p.head - body),
+                            ],
+                        )
+                    };
+                }
+                None => {
+                    self.layout.push(Layout {
+                        head: 0,
+                        at: 0,
+                        body: 0,
+                    });
+                    // SAFETY: the spill area of entry i is valid for slot_size bytes and
+                    // only the kernel writes it until recv returns.
+                    unsafe { self.msgs.set_buffer(i, spill, self.slot_size) };
+                }
+            }
+        }
+        self.counts.recv_calls += 1;
+        let mut m = self.msgs.recv(&self.socket, n, wait)?;
+        let arrival_ns = sys::monotonic_ns();
+        let mut shut_down = false;
+        self.metas.clear();
+        for i in 0..m {
+            let meta = self.msgs.meta(i);
+            if meta.len == 0 && meta.source.is_none() && !meta.truncated {
+                // shutdown(SHUT_RD): the queue is empty and the receiver is stopping.
+                shut_down = true;
+                m = i;
+                break;
+            }
+            self.counts.received += 1;
+            self.counts.bytes += meta.len as u64;
+            if let Some(d) = meta.kernel_drops {
+                self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
+            }
+            self.metas.push(meta);
+        }
+        // The fast path, while payloads land where they belong.
+        let mut first_copied = m;
+        let mut widened = None;
+        if let Some(p) = fast {
+            for i in 0..m {
+                match self.try_place(i, p, arrival_ns) {
+                    Placement::Placed { full: true } => {}
+                    Placement::Placed { full: false } => {
+                        first_copied = i + 1;
+                        break;
+                    }
+                    Placement::Refused { seq } => {
+                        first_copied = i;
+                        widened = seq;
+                        break;
+                    }
+                }
+            }
+        } else {
+            first_copied = 0;
+        }
+        if first_copied < m {
+            // Copy every later datagram out before anything is written where they landed.
+            let mut owned = Vec::with_capacity(m - first_copied);
+            for i in first_copied..m {
+                owned.push(self.copy_out(i, base));
+            }
+            for (k, bytes) in owned.into_iter().enumerate() {
+                let i = first_copied + k;
+                let seq = if k == 0 { widened } else { None };
+                self.copied(i, bytes, seq, arrival_ns);
+            }
+        }
+        if let Some(c) = self.cur.as_mut()
+            && c.first_ns == 0
+            && c.pos > 0
+        {
+            c.first_ns = arrival_ns;
+        }
+        Ok(!shut_down)
+    }
+
+    /// The fast path for datagram `i`: its header says it is the stream's next datagram
+    /// with the expected layout, so its payload is already in place and only needs
+    /// accounting.
+    fn try_place(&mut self, i: usize, p: Pattern, arrival_ns: u64) -> Placement {
+        let refused = Placement::Refused { seq: None };
+        let meta = &self.metas[i];
+        if meta.truncated || !self.filter.accepts(meta.source) {
+            return refused;
+        }
+        let head = &self.heads[i * HEAD_CAP..i * HEAD_CAP + p.head];
+        let Ok(info) = self.format.parse_head(head, meta.len) else {
+            return refused;
+        };
+        let payload = info.payload_len as usize;
+        if info.class != PacketClass::Data
+            || info.payload_offset as usize != p.head
+            || payload > self.layout[i].body
+            || self.stream.is_some_and(|s| s != info.stream_id)
+        {
+            return refused;
+        }
+        let ticks = info.timestamp.and_then(|t| t.linear());
+        let seq = match (self.order.as_mut(), info.seq) {
+            (Some(o), Some(raw)) => {
+                let seq = o.widen(raw, ticks, payload);
+                if !o.is_next(seq) {
+                    return Placement::Refused { seq: Some(seq) };
+                }
+                Some(seq)
+            }
+            _ => None,
+        };
+        let c = self.cur.as_mut().expect("a current buffer");
+        let pos = c.pos;
+        let mut w = self.dp.writer(&mut c.buffer.items()[pos..]);
+        if !w.can_place(payload) {
+            return Placement::Refused { seq };
+        }
+        let mut event = SeqEvent::InOrder;
+        if let (Some(o), Some(seq)) = (self.order.as_mut(), seq) {
+            o.push(seq, Entry::Placed, &mut self.released);
+            // is_next held: it went out at once, in order, with nothing else.
+            if let Some(r) = self.released.pop() {
+                event = r.event;
+            }
+            o.gap_before(event, ticks, payload);
+        }
+        let d = DatagramIn {
+            payload: &[],
+            gap: Default::default(),
+            restart: matches!(event, SeqEvent::First | SeqEvent::Resync),
+            timestamp: info.timestamp,
+            eob: info.eob,
+            seq: info.seq,
+            arrival_ns,
+        };
+        w.push_placed(&d, payload);
+        let (n, tags) = w.finish();
+        c.tags.extend(tags.into_iter().map(|t| ItemTag {
+            index: t.index + pos,
+            kind: t.kind,
+        }));
+        c.pos += n;
+        c.datagrams += 1;
+        self.stream.get_or_insert(info.stream_id);
+        let counters = &self.shared.engine.counters.consumer;
+        counters.delivered.add(1);
+        counters.delivered_bytes.add(payload as u64);
+        Placement::Placed {
+            full: payload == p.payload,
+        }
+    }
+
+    /// Datagram `i` as one contiguous copy, from wherever its parts landed.
+    fn copy_out(&mut self, i: usize, base: *mut u8) -> Vec<u8> {
+        let len = self.metas[i].len;
+        let l = self.layout[i];
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        let head = len.min(l.head);
+        bytes.extend_from_slice(&self.heads[i * HEAD_CAP..i * HEAD_CAP + head]);
+        let body = (len - head).min(l.body);
+        if body > 0 {
+            // SAFETY: [at, at + body) lies inside the current buffer (the layout was built
+            // from its length), which this thread owns; the kernel finished writing it and
+            // nothing has written it since.
+            let part = unsafe { std::slice::from_raw_parts(base.add(l.at), body) };
+            bytes.extend_from_slice(part);
+        }
+        let rest = len - head - body;
+        bytes.extend_from_slice(&self.spill[i * self.slot_size..i * self.slot_size + rest]);
+        bytes
+    }
+
+    /// The copying path for datagram `i` (`seq`: its sequence number if already widened).
+    fn copied(&mut self, i: usize, bytes: Vec<u8>, seq: Option<u64>, arrival_ns: u64) {
+        let meta = &self.metas[i];
+        if meta.truncated {
+            self.counts.truncated += 1;
+            self.spare.push(bytes);
+            return;
+        }
+        if !self.filter.accepts(meta.source) {
+            self.counts.rejected += 1;
+            self.spare.push(bytes);
+            return;
+        }
+        let info = match self.format.parse(&bytes) {
+            Ok(info) => info,
+            Err(e) => {
+                tracing::trace!(error = %e, "malformed datagram");
+                self.counts.malformed += 1;
+                self.spare.push(bytes);
+                return;
+            }
+        };
+        if info.class == PacketClass::Context && self.deliver_context {
+            for (name, value) in self.contexts.take(&bytes) {
+                self.dp
+                    .tag_next_datagram(crate::depacketizer::TagKind::Setting { name, value });
+            }
+            let new = self.contexts.drain_new();
+            if let Some(c) = self.cur.as_mut() {
+                c.contexts.extend(new);
+            }
+            self.shared.engine.counters.consumer.delivered.add(1);
+            self.spare.push(bytes);
+            return;
+        }
+        if info.class != PacketClass::Data || self.stream.is_some_and(|s| s != info.stream_id) {
+            self.counts.skipped += 1;
+            self.spare.push(bytes);
+            return;
+        }
+        self.stream.get_or_insert(info.stream_id);
+        self.learn(&info);
+        let owned = Owned {
+            bytes,
+            info,
+            arrival_ns,
+        };
+        let payload = info.payload_len as usize;
+        let ticks = info.timestamp.and_then(|t| t.linear());
+        match (self.order.as_mut(), info.seq) {
+            (Some(o), Some(raw)) => {
+                let seq = seq.unwrap_or_else(|| o.widen(raw, ticks, payload));
+                let restored = o.push(seq, Entry::Owned(owned), &mut self.released);
+                self.shared.engine.counters.consumer.reordered.add(restored);
+            }
+            _ => self.released.push(Released {
+                event: SeqEvent::InOrder,
+                deliver: true,
+                item: Entry::Owned(owned),
+            }),
+        }
+        self.deliver_released();
+    }
+
+    /// Takes the copied datagrams' header and payload length as the stream's pattern: at
+    /// once for the first, after a few in a row when the stream changes.
+    fn learn(&mut self, info: &PacketInfo) {
+        let size = std::mem::size_of::<T>();
+        let unit = self.dp.decoder().unit_bytes();
+        let p = Pattern {
+            head: info.payload_offset as usize,
+            payload: info.payload_len as usize,
+        };
+        if p.payload == 0 || !p.payload.is_multiple_of(size) || !p.payload.is_multiple_of(unit) {
+            return;
+        }
+        if self.pattern.is_none() || self.pattern == Some(p) {
+            self.pattern = Some(p);
+            self.candidate = None;
+            return;
+        }
+        let n = match self.candidate {
+            Some((c, n)) if c == p => n + 1,
+            _ => 1,
+        };
+        self.candidate = Some((p, n));
+        if n >= RELEARN {
+            self.pattern = Some(p);
+            self.candidate = None;
+        }
+    }
+
+    /// Writes what the reorder stage released.
+    fn deliver_released(&mut self) {
+        let released = std::mem::take(&mut self.released);
+        for r in released {
+            crate::engine::count_event(&self.shared.engine.counters.consumer, r.event);
+            let Entry::Owned(o) = r.item else {
+                // Placed datagrams go out at once on the fast path, never through here.
+                continue;
+            };
+            if r.deliver {
+                self.write_owned(&o, r.event);
+            }
+            self.spare.push(o.bytes);
+        }
+    }
+
+    fn write_owned(&mut self, o: &Owned, event: SeqEvent) {
+        let payload = o.info.payload_len as usize;
+        let ticks = o.info.timestamp.and_then(|t| t.linear());
+        let gap = match self.order.as_mut() {
+            Some(ord) => ord.gap_before(event, ticks, payload),
+            None => Default::default(),
+        };
+        // Room first: nothing may be pushed while zeros or a staged datagram wait.
+        loop {
+            if self.cur.is_none() && !self.next_buffer() {
+                if self.stopping() {
+                    // Stopping with no buffer left to write into.
+                    self.shared.engine.counters.consumer.unconsumed.add(1);
+                    return;
+                }
+                continue;
+            }
+            self.flush_pending();
+            if !self.dp.pending() {
+                break;
+            }
+            self.hand_over();
+        }
+        let d = DatagramIn {
+            payload: &o.bytes[o.info.payload()],
+            gap,
+            restart: matches!(event, SeqEvent::First | SeqEvent::Resync),
+            timestamp: o.info.timestamp,
+            eob: o.info.eob,
+            seq: o.info.seq,
+            arrival_ns: o.arrival_ns,
+        };
+        let c = self.cur.as_mut().expect("a current buffer");
+        let pos = c.pos;
+        let mut w = self.dp.writer(&mut c.buffer.items()[pos..]);
+        w.push(&d);
+        let gaps = w.take_gaps();
+        let (n, tags) = w.finish();
+        c.gaps.extend(gaps);
+        c.tags.extend(tags.into_iter().map(|t| ItemTag {
+            index: t.index + pos,
+            kind: t.kind,
+        }));
+        c.pos += n;
+        c.datagrams += 1;
+        let counters = &self.shared.engine.counters.consumer;
+        counters.delivered.add(1);
+        counters.delivered_bytes.add(payload as u64);
+    }
+}
+
+/// Where the parts of one datagram of a batch were put.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// Bytes of the head area.
+    head: usize,
+    /// Byte offset of the body area in the current buffer, and its length.
+    at: usize,
+    body: usize,
+}
+
+/// What the fast path made of a datagram.
+enum Placement {
+    /// Accounted in place; `full` when its payload filled its area (the next datagram's
+    /// area starts where it ends).
+    Placed { full: bool },
+    /// Not for the fast path; `seq` is its widened sequence number when already computed.
+    Refused { seq: Option<u64> },
+}

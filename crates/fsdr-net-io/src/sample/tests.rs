@@ -1,0 +1,217 @@
+use super::*;
+use num_complex::{Complex, Complex32};
+
+/// UHD's item32 word for a sample: I in the upper 16 bits.
+fn item32(i: i16, q: i16) -> u32 {
+    (u32::from(i as u16) << 16) | u32::from(q as u16)
+}
+
+const SAMPLES: [(i16, i16); 6] = [
+    (0, 0),
+    (32767, -32767),
+    (-32768, 1),
+    (16384, -8192),
+    (1, -1),
+    (12345, -23456),
+];
+
+fn expect_f32(i: i16, q: i16) -> Complex32 {
+    // UHD: T(int16 * float(scale_factor)) with scale 1/32767.
+    Complex32::new(f32::from(i) * SC16_SCALE, f32::from(q) * SC16_SCALE)
+}
+
+#[test]
+fn sc16_layouts_decode_to_the_same_samples() {
+    fn chdr(i: i16, q: i16) -> Vec<u8> {
+        let mut b = i.to_le_bytes().to_vec();
+        b.extend(q.to_le_bytes());
+        b
+    }
+    fn le(i: i16, q: i16) -> Vec<u8> {
+        item32(i, q).to_le_bytes().to_vec()
+    }
+    fn be(i: i16, q: i16) -> Vec<u8> {
+        item32(i, q).to_be_bytes().to_vec()
+    }
+    type Layout = fn(i16, i16) -> Vec<u8>;
+    let layouts: [(WireFormat, Layout); 3] = [
+        (WireFormat::Sc16Chdr, chdr),
+        (WireFormat::Sc16Item32Le, le),
+        (WireFormat::Sc16Item32Be, be),
+    ];
+    for (wire, bytes) in layouts {
+        let payload: Vec<u8> = SAMPLES.iter().flat_map(|&(i, q)| bytes(i, q)).collect();
+        // Aligned and misaligned payloads take both paths.
+        for shift in [0usize, 1] {
+            let mut buf = vec![0u8; shift];
+            buf.extend(&payload);
+            let p = &buf[shift..];
+            let mut f = vec![Complex32::default(); SAMPLES.len()];
+            assert_eq!(Decoder::new(wire).unwrap().decode(p, &mut f), SAMPLES.len());
+            let mut s = vec![Complex::<i16>::default(); SAMPLES.len()];
+            Decoder::new(wire).unwrap().decode(p, &mut s);
+            for (k, &(i, q)) in SAMPLES.iter().enumerate() {
+                assert_eq!(
+                    f[k].re.to_bits(),
+                    expect_f32(i, q).re.to_bits(),
+                    "{wire} {k}"
+                );
+                assert_eq!(
+                    f[k].im.to_bits(),
+                    expect_f32(i, q).im.to_bits(),
+                    "{wire} {k}"
+                );
+                assert_eq!(s[k], Complex::new(i, q), "{wire} {k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn sc8_layouts_follow_uhds_word_order() {
+    // Two samples (i0, q0), (i1, q1) in one word, as libuhd's converters pack them
+    // (tests/uhd_converters.rs checks against the library): word = i0 << 24 | q0 << 16 |
+    // i1 << 8 | q1.
+    let (i0, q0, i1, q1) = (5i8, -6i8, 127i8, -128i8);
+    let word = (u32::from(i0 as u8) << 24)
+        | (u32::from(q0 as u8) << 16)
+        | (u32::from(i1 as u8) << 8)
+        | u32::from(q1 as u8);
+    let want = [Complex::new(i0, q0), Complex::new(i1, q1)];
+    for (wire, bytes) in [
+        (WireFormat::Sc8Item32Le, word.to_le_bytes()),
+        (WireFormat::Sc8Item32Be, word.to_be_bytes()),
+        (
+            WireFormat::Sc8Difi,
+            [i0 as u8, q0 as u8, i1 as u8, q1 as u8],
+        ),
+    ] {
+        let mut out = [Complex::<i8>::default(); 2];
+        assert_eq!(Decoder::new(wire).unwrap().decode(&bytes, &mut out), 2);
+        assert_eq!(out, want, "{wire}");
+        let mut f = [Complex32::default(); 2];
+        Decoder::new(wire).unwrap().decode(&bytes, &mut f);
+        assert_eq!(f[1].re, f32::from(i1) * SC8_SCALE);
+        assert_eq!(f[0].im, f32::from(q0) * SC8_SCALE);
+    }
+    // The encoders write the same bytes back, from integers and from UHD-scaled floats.
+    for wire in [
+        WireFormat::Sc8Item32Le,
+        WireFormat::Sc8Item32Be,
+        WireFormat::Sc8Difi,
+    ] {
+        let mut b = [0u8; 4];
+        Encoder::new(wire).unwrap().encode(&want, &mut b);
+        let mut back = [Complex::<i8>::default(); 2];
+        Decoder::new(wire).unwrap().decode(&b, &mut back);
+        assert_eq!(back, want, "{wire}");
+        let f: Vec<Complex32> = want
+            .iter()
+            .map(|c| Complex32::new(f32::from(c.re) * SC8_SCALE, f32::from(c.im) * SC8_SCALE))
+            .collect();
+        let mut bf = [0u8; 4];
+        Encoder::new(wire).unwrap().encode(&f, &mut bf);
+        assert_eq!(bf, b, "{wire} from floats");
+    }
+    // DIFI sc8 decodes a lone last sample of 2 bytes.
+    let mut out = [Complex::<i8>::default(); 3];
+    let n = Decoder::new(WireFormat::Sc8Difi)
+        .unwrap()
+        .decode(&[1, 2, 3, 4, 5, 6], &mut out);
+    assert_eq!((n, out[2]), (3, Complex::new(5, 6)));
+}
+
+#[test]
+fn encoders_round_like_uhd_and_round_trip_integers() {
+    let samples = [
+        Complex32::new(0.5, -0.5),
+        Complex32::new(0.99999, -1.0),
+        Complex32::new(2.0, f32::NAN),
+    ];
+    let e = Encoder::<Complex32>::new(WireFormat::Sc16Chdr).unwrap();
+    let mut wire = [0u8; 12];
+    assert_eq!(e.encode(&samples, &mut wire), 12);
+    // 0.5 · 32767 = 16383.5 → 16384 (ties to even), −16384; 0.99999 · 32767 → 32767;
+    // beyond full scale saturates; NaN is the SSE2 "indefinite" → −32768.
+    let got: Vec<i16> = wire
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    assert_eq!(got, [16384, -16384, 32767, -32767, 32767, -32768]);
+    for wire in [
+        WireFormat::Sc16Chdr,
+        WireFormat::Sc16Item32Le,
+        WireFormat::Sc16Item32Be,
+    ] {
+        let s: Vec<Complex<i16>> = SAMPLES.iter().map(|&(i, q)| Complex::new(i, q)).collect();
+        let mut b = vec![0u8; 4 * s.len()];
+        Encoder::new(wire).unwrap().encode(&s, &mut b);
+        let mut back = vec![Complex::<i16>::default(); s.len()];
+        Decoder::new(wire).unwrap().decode(&b, &mut back);
+        assert_eq!(back, s, "{wire}");
+    }
+}
+
+#[test]
+fn defaults_and_mismatches() {
+    assert_eq!(
+        WireFormat::default_for::<Complex32>(Format::Chdr),
+        WireFormat::Sc16Chdr
+    );
+    assert_eq!(
+        WireFormat::default_for::<Complex32>(Format::Vrt),
+        WireFormat::Sc16Item32Be
+    );
+    assert_eq!(
+        WireFormat::default_for::<Complex32>(Format::Raw),
+        WireFormat::Plain
+    );
+    assert_eq!(
+        WireFormat::default_for::<u8>(Format::Chdr),
+        WireFormat::Plain
+    );
+    assert!(matches!(
+        Decoder::<f32>::new(WireFormat::Sc16Chdr),
+        Err(WireFormatError::Mismatch { .. })
+    ));
+    assert!(
+        Encoder::<Complex32>::new(WireFormat::Fc32).is_err(),
+        "fc32 is decode-only"
+    );
+    assert!(Encoder::<Complex<i16>>::new(WireFormat::Sc8Difi).is_err());
+    for w in WireFormat::ALL {
+        assert_eq!(w.name().parse::<WireFormat>().unwrap(), *w);
+    }
+    assert_eq!(
+        "difi_sc16".parse::<WireFormat>().unwrap(),
+        WireFormat::Sc16Item32Be
+    );
+    assert!("sc12".parse::<WireFormat>().is_err());
+}
+
+/// Every decoder that says it is a plain copy decodes to exactly the wire bytes, and every
+/// other one does not (for bytes where it matters), for every item kind.
+#[test]
+fn is_copy_means_decoding_is_a_byte_copy() {
+    fn check<T: Item + PartialEq>() {
+        let wire: Vec<u8> = (0..64u8)
+            .map(|b| b.wrapping_mul(37).wrapping_add(11))
+            .collect();
+        for &w in WireFormat::ALL {
+            let Ok(d) = Decoder::<T>::new(w) else {
+                continue;
+            };
+            let mut out = vec![T::default(); d.items_in(wire.len())];
+            let n = d.decode(&wire, &mut out);
+            let bytes = bytemuck::cast_slice::<T, u8>(&out[..n]);
+            let same = bytes.len() == wire.len() && bytes == &wire[..];
+            assert_eq!(d.is_copy(), same, "{w} into {}", T::NAME);
+        }
+    }
+    check::<u8>();
+    check::<i16>();
+    check::<f32>();
+    check::<Complex<i16>>();
+    check::<Complex<i8>>();
+    check::<Complex32>();
+}

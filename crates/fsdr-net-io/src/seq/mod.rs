@@ -1,0 +1,408 @@
+//! Sequence tracking: missed frames, duplicates, late datagrams and sender restarts, for
+//! sequence numbers of any width (64, 16 or 4 bits), and a bounded reorder stage that restores
+//! order before the tracker sees a datagram.
+//!
+//! ```
+//! use fsdr_net_io::seq::{SeqConfig, SeqEvent, SeqTracker};
+//!
+//! let mut t = SeqTracker::new(SeqConfig::for_bits(16));
+//! assert_eq!(t.observe(65534), SeqEvent::First);
+//! assert_eq!(t.observe(65535), SeqEvent::InOrder);
+//! assert_eq!(t.observe(2), SeqEvent::Gap { missed: 2 }); // 0 and 1 missed across the wrap
+//! assert_eq!(t.observe(0), SeqEvent::Late);
+//! assert_eq!(t.observe(2), SeqEvent::Duplicate);
+//! ```
+
+mod extend;
+mod reorder;
+pub(crate) mod stream;
+
+pub use extend::SeqExtender;
+pub use reorder::{Released, Reorder};
+
+/// How many recent positions the tracker remembers to tell late datagrams from duplicates.
+pub const HISTORY: u64 = 1024;
+
+/// Consecutive sequence numbers that must arrive far behind the stream (beyond [`HISTORY`])
+/// before the tracker takes them for a restarted sender; fewer are late stragglers.
+pub const RESTART_RUN: u32 = 4;
+
+/// Rules for a [`SeqTracker`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqConfig {
+    /// Width of the sequence numbers in bits (1..=64).
+    pub bits: u32,
+    /// A jump ahead of more than this many frames is a resync, not a gap.
+    pub max_gap: u64,
+    /// A datagram carrying this sequence number where another was expected is a sender
+    /// restart (resync). `None` disables the rule (needed for short sequence spaces, where
+    /// every number recurs often).
+    pub restart_seq: Option<u64>,
+}
+
+impl SeqConfig {
+    /// Defaults for a sequence space of `bits` bits: gaps up to half the space (at most
+    /// 2^20 frames) are gaps, and no restart rule.
+    pub fn for_bits(bits: u32) -> Self {
+        let bits = bits.clamp(1, 64);
+        let half = 1u64 << (bits - 1);
+        Self {
+            bits,
+            max_gap: (half - 1).clamp(1, 1 << 20),
+            restart_seq: None,
+        }
+    }
+
+    fn mask(&self) -> u64 {
+        if self.bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.bits) - 1
+        }
+    }
+}
+
+/// What one observed sequence number means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeqEvent {
+    /// The first datagram of the stream.
+    First,
+    /// The expected next datagram.
+    InOrder,
+    /// `missed` frames are missing before this datagram, which is then in order.
+    Gap {
+        /// Number of frames never seen.
+        missed: u64,
+    },
+    /// A datagram already seen (or never missed) arrives again: drop it.
+    Duplicate,
+    /// A datagram that was counted as missed arrives after its successors: too late to
+    /// deliver in order.
+    Late,
+    /// The sequence jumped too far (or restarted): the stream starts over here.
+    Resync,
+}
+
+/// Where a sequence number stands relative to the expected one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeqOffset {
+    /// No datagram seen yet.
+    First,
+    /// The expected one.
+    Expected,
+    /// `n` frames ahead of the expected one (n ≥ 1).
+    Ahead(u64),
+    /// `n` frames behind the expected one (1 ≤ n ≤ [`HISTORY`]).
+    Behind(u64),
+    /// More than [`HISTORY`] frames behind: a straggler, or (after [`RESTART_RUN`] in a row) a
+    /// restarted sender.
+    FarBehind,
+    /// A restart or a jump beyond `max_gap`.
+    Resync,
+}
+
+/// Tracks one stream's sequence numbers. See the [module documentation](self).
+#[derive(Debug, Clone)]
+pub struct SeqTracker {
+    cfg: SeqConfig,
+    mask: u64,
+    /// Next expected sequence number (reduced), once started.
+    next: Option<u64>,
+    /// Position (unwrapped count) of `next`.
+    position: u64,
+    /// Bit per recent position: set when that position was missed and has not arrived.
+    missed: [u64; (HISTORY / 64) as usize],
+    /// The last far-behind sequence number and how many consecutive ones led to it.
+    far_run: Option<(u64, u32)>,
+}
+
+impl SeqTracker {
+    /// A tracker with the given rules.
+    pub fn new(cfg: SeqConfig) -> Self {
+        Self {
+            mask: cfg.mask(),
+            cfg,
+            next: None,
+            position: 0,
+            missed: [0; (HISTORY / 64) as usize],
+            far_run: None,
+        }
+    }
+
+    /// The rules in force.
+    pub fn config(&self) -> &SeqConfig {
+        &self.cfg
+    }
+
+    /// The next expected sequence number, once the stream has started.
+    pub fn expected(&self) -> Option<u64> {
+        self.next
+    }
+
+    /// Classifies `seq` without changing state.
+    pub fn offset(&self, seq: u64) -> SeqOffset {
+        let Some(next) = self.next else {
+            return SeqOffset::First;
+        };
+        let seq = seq & self.mask;
+        if seq == next {
+            return SeqOffset::Expected;
+        }
+        if self.cfg.restart_seq == Some(seq) {
+            return SeqOffset::Resync;
+        }
+        let ahead = seq.wrapping_sub(next) & self.mask;
+        let half = 1u64 << (self.cfg.bits - 1);
+        if ahead < half {
+            if ahead > self.cfg.max_gap {
+                SeqOffset::Resync
+            } else {
+                SeqOffset::Ahead(ahead)
+            }
+        } else {
+            let behind = next.wrapping_sub(seq) & self.mask;
+            if behind > HISTORY {
+                SeqOffset::FarBehind
+            } else {
+                SeqOffset::Behind(behind)
+            }
+        }
+    }
+
+    fn bit(&mut self, position: u64, missed: bool) {
+        let i = (position % HISTORY) as usize;
+        let (word, bit) = (i / 64, i % 64);
+        if missed {
+            self.missed[word] |= 1 << bit;
+        } else {
+            self.missed[word] &= !(1 << bit);
+        }
+    }
+
+    fn is_missed(&self, position: u64) -> bool {
+        let i = (position % HISTORY) as usize;
+        self.missed[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    /// Whether a far-behind `seq` completes a run that means the sender restarted.
+    pub fn completes_restart_run(&self, seq: u64) -> bool {
+        let seq = seq & self.mask;
+        matches!(self.far_run, Some((last, n))
+            if last.wrapping_add(1) & self.mask == seq && n + 1 >= RESTART_RUN)
+    }
+
+    /// Starts the stream over at `seq` (a restart decided by the caller).
+    pub fn restart_at(&mut self, seq: u64) -> SeqEvent {
+        self.start_at(seq & self.mask);
+        SeqEvent::Resync
+    }
+
+    fn start_at(&mut self, seq: u64) {
+        self.far_run = None;
+        self.missed = [0; (HISTORY / 64) as usize];
+        self.next = Some(seq.wrapping_add(1) & self.mask);
+        self.position = self.position.wrapping_add(1);
+    }
+
+    /// Records `seq` and says what it means.
+    pub fn observe(&mut self, seq: u64) -> SeqEvent {
+        let seq = seq & self.mask;
+        let offset = self.offset(seq);
+        if offset != SeqOffset::FarBehind {
+            // A restart run must arrive back to back: anything else in between ends it.
+            self.far_run = None;
+        }
+        match offset {
+            SeqOffset::First => {
+                self.start_at(seq);
+                SeqEvent::First
+            }
+            SeqOffset::Resync => {
+                self.start_at(seq);
+                SeqEvent::Resync
+            }
+            SeqOffset::FarBehind => {
+                let restart = self.completes_restart_run(seq);
+                let run = match self.far_run {
+                    Some((last, n)) if last.wrapping_add(1) & self.mask == seq => n + 1,
+                    _ => 1,
+                };
+                if restart {
+                    self.start_at(seq);
+                    SeqEvent::Resync
+                } else {
+                    self.far_run = Some((seq, run));
+                    SeqEvent::Late
+                }
+            }
+            SeqOffset::Expected => {
+                self.bit(self.position, false);
+                self.position += 1;
+                self.next = Some(seq.wrapping_add(1) & self.mask);
+                SeqEvent::InOrder
+            }
+            SeqOffset::Ahead(n) => {
+                if n >= HISTORY {
+                    self.missed = [u64::MAX; (HISTORY / 64) as usize];
+                } else {
+                    for p in self.position..self.position + n {
+                        self.bit(p, true);
+                    }
+                }
+                self.position += n;
+                self.bit(self.position, false);
+                self.position += 1;
+                self.next = Some(seq.wrapping_add(1) & self.mask);
+                SeqEvent::Gap { missed: n }
+            }
+            SeqOffset::Behind(n) => {
+                let p = self.position - n.min(self.position);
+                if self.is_missed(p) {
+                    self.bit(p, false);
+                    SeqEvent::Late
+                } else {
+                    SeqEvent::Duplicate
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(t: &mut SeqTracker, seqs: &[u64]) -> Vec<SeqEvent> {
+        seqs.iter().map(|&s| t.observe(s)).collect()
+    }
+
+    #[test]
+    fn in_order_and_gap() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        use SeqEvent::*;
+        assert_eq!(
+            run(&mut t, &[1, 2, 3, 7, 8]),
+            [First, InOrder, InOrder, Gap { missed: 3 }, InOrder]
+        );
+    }
+
+    #[test]
+    fn wrap_at_2_16() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(16));
+        use SeqEvent::*;
+        assert_eq!(
+            run(&mut t, &[65533, 65534, 65535, 0, 1, 3]),
+            [First, InOrder, InOrder, InOrder, InOrder, Gap { missed: 1 }]
+        );
+        // A gap across the wrap.
+        let mut t = SeqTracker::new(SeqConfig::for_bits(16));
+        assert_eq!(run(&mut t, &[65530, 4]), [First, Gap { missed: 9 }]);
+    }
+
+    #[test]
+    fn wrap_at_16() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(4));
+        use SeqEvent::*;
+        let seqs: Vec<u64> = (0..40).map(|i| i % 16).collect();
+        let ev = run(&mut t, &seqs);
+        assert_eq!(ev[0], First);
+        assert!(ev[1..].iter().all(|e| *e == InOrder));
+        // 14 -> 1 skips 15 and 0.
+        let mut t = SeqTracker::new(SeqConfig::for_bits(4));
+        assert_eq!(
+            run(&mut t, &[13, 14, 1]),
+            [First, InOrder, Gap { missed: 2 }]
+        );
+    }
+
+    #[test]
+    fn duplicate_and_reorder() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        use SeqEvent::*;
+        assert_eq!(
+            run(&mut t, &[1, 2, 2, 4, 3, 3, 5]),
+            [
+                First,
+                InOrder,
+                Duplicate,
+                Gap { missed: 1 },
+                Late,
+                Duplicate,
+                InOrder
+            ]
+        );
+    }
+
+    #[test]
+    fn restart_is_one_resync() {
+        let mut cfg = SeqConfig::for_bits(64);
+        cfg.restart_seq = Some(1);
+        let mut t = SeqTracker::new(cfg);
+        for s in 1..=100_000u64 {
+            t.observe(s);
+        }
+        use SeqEvent::*;
+        assert_eq!(run(&mut t, &[1, 2, 3]), [Resync, InOrder, InOrder]);
+        // Without the rule, a run of datagrams far behind the history is a restart too (the
+        // first few of the new run are counted late).
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        for s in 1..=100_000u64 {
+            t.observe(s);
+        }
+        assert_eq!(
+            run(&mut t, &[2, 3, 4, 5, 6]),
+            [Late, Late, Late, Resync, InOrder]
+        );
+        // A huge jump ahead is a resync, not billions of missed frames.
+        assert_eq!(run(&mut t, &[1 << 40, (1 << 40) + 1]), [Resync, InOrder]);
+    }
+
+    #[test]
+    fn a_straggler_far_behind_is_late_not_a_restart() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        use SeqEvent::*;
+        for s in 1..=5_000u64 {
+            t.observe(s);
+        }
+        // One datagram 3000 behind (a descheduled receive thread), then the stream goes on.
+        assert_eq!(
+            run(&mut t, &[2_000, 5_001, 2_001, 5_002]),
+            [Late, InOrder, Late, InOrder]
+        );
+        let mut r = Reorder::new(SeqConfig::for_bits(64), 8);
+        let mut out = Vec::new();
+        for s in (1..=3_000u64).chain([10, 3_001]) {
+            r.push(s, s, &mut out);
+        }
+        let delivered: Vec<u64> = out.iter().filter(|d| d.deliver).map(|d| d.item).collect();
+        assert!(delivered.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(delivered.len(), 3_001);
+    }
+
+    #[test]
+    fn stale_runs_interleaved_with_the_stream_are_not_a_restart() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        for s in 1..=5_000u64 {
+            t.observe(s);
+        }
+        // A stale backlog 2..=9 drained alternately with the live stream 5001..
+        let mut events = Vec::new();
+        for k in 0..8u64 {
+            events.push(t.observe(2 + k));
+            events.push(t.observe(5_001 + k));
+        }
+        assert!(!events.contains(&SeqEvent::Resync), "{events:?}");
+    }
+
+    #[test]
+    fn chdr_restart_with_rule() {
+        let mut cfg = SeqConfig::for_bits(16);
+        cfg.restart_seq = Some(0);
+        let mut t = SeqTracker::new(cfg);
+        for s in 0..500u64 {
+            t.observe(s);
+        }
+        use SeqEvent::*;
+        assert_eq!(run(&mut t, &[0, 1, 2]), [Resync, InOrder, InOrder]);
+    }
+}

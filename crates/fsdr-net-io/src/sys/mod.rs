@@ -1,0 +1,73 @@
+//! The platform layer: every syscall of the crate, one module per concern, each with only the
+//! `unsafe` it needs. Calls that `nix` or `socket2` already wrap safely go through them; raw
+//! `libc` remains only for the batched calls (`recvmmsg`, `sendmmsg`), `SO_MEMINFO` and
+//! `pthread_setschedparam`.
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`recv`] | [`RecvBatch`] (`recvmmsg`/`recvmsg`), `SO_MEMINFO` drops, `SHUT_RD` |
+//! | [`send`] | [`SendBatch`] (`sendmmsg`, UDP GSO), GSO detection |
+//! | [`cmsg`] | the bounds-checked control-message iterator and writer |
+//! | [`sockaddr`] | socket addresses from kernel bytes |
+//! | [`sched`] | affinity, SCHED_FIFO, timer slack |
+//! | [`bpf`] | the `SO_REUSEPORT` spreading program |
+//! | [`ifaddrs`] | interface addresses |
+//!
+//! Metadata of a received datagram travels in [`RecvMeta`].
+
+pub mod bpf;
+pub mod cmsg;
+pub mod ifaddrs;
+pub mod recv;
+pub mod sched;
+pub mod send;
+pub mod sockaddr;
+
+use std::net::SocketAddr;
+
+pub use bpf::{ReuseportSpread, attach_reuseport_cbpf};
+pub use cmsg::parse_control;
+pub use ifaddrs::{InterfaceAddr, interface_addrs};
+pub use recv::{CONTROL_SPACE, RecvBatch, Wait, readable_within, shutdown_read, socket_drops};
+pub use sched::{pin_current_thread, set_fifo_priority, set_timer_slack_ns};
+pub use send::{GSO_MAX_BYTES, GSO_MAX_SEGMENTS, SendBatch, udp_gso_supported};
+pub use sockaddr::sockaddr_from_bytes;
+
+/// What the kernel told us about one received datagram.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecvMeta {
+    /// Bytes written into the buffer(s) (at most their size).
+    pub len: usize,
+    /// The datagram was larger than the buffer (`MSG_TRUNC`).
+    pub truncated: bool,
+    /// Sender address.
+    pub source: Option<SocketAddr>,
+    /// The socket's cumulative drop counter (`SO_RXQ_OVFL`), when the kernel sent it.
+    pub kernel_drops: Option<u32>,
+    /// Kernel receive timestamp (`SO_TIMESTAMPNS`, CLOCK_REALTIME) in ns since the epoch.
+    pub timestamp_ns: Option<u64>,
+    /// UDP GRO: the buffer holds several datagrams of this many bytes (the last may be
+    /// shorter).
+    pub gro_segment: Option<u16>,
+    /// The control messages were cut short (`MSG_CTRUNC`) or one was malformed; whatever
+    /// could be read was read.
+    pub control_malformed: bool,
+}
+
+fn clock_ns(clock: nix::time::ClockId) -> u64 {
+    match nix::time::clock_gettime(clock) {
+        Ok(ts) => ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64,
+        Err(_) => 0,
+    }
+}
+
+/// Monotonic clock in nanoseconds (CLOCK_MONOTONIC, LTTng's clock).
+pub fn monotonic_ns() -> u64 {
+    clock_ns(nix::time::ClockId::CLOCK_MONOTONIC)
+}
+
+/// Wall clock in nanoseconds since the Unix epoch (CLOCK_REALTIME, the kernel timestamps'
+/// clock).
+pub fn realtime_ns() -> u64 {
+    clock_ns(nix::time::ClockId::CLOCK_REALTIME)
+}

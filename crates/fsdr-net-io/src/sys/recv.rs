@@ -1,0 +1,363 @@
+//! Batched receive: `recvmmsg` (non-blocking, or blocking until the first datagram with
+//! `MSG_WAITFORONE`) and `recvmsg`, into buffers the caller lends for one call, with the
+//! sender, the flags and the control messages of every datagram read back into a
+//! [`RecvMeta`]. Also the socket's drop counter (`SO_MEMINFO`).
+
+use std::io;
+use std::mem::{self, size_of};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::ptr;
+
+use super::RecvMeta;
+use super::cmsg::{cmsg_space, parse_control};
+use super::sockaddr::{NameBuf, sockaddr_from_bytes};
+
+/// Control-message space per datagram: `SO_RXQ_OVFL` (4 bytes), `SCM_TIMESTAMPNS` (16) and
+/// `UDP_GRO` (4), each with its header and padding, rounded up generously.
+pub const CONTROL_SPACE: usize = 2 * cmsg_space(4) + cmsg_space(16) + 16;
+
+/// Iovecs per datagram: a whole buffer; a header area and a payload area; or a header area,
+/// a payload area and a spill area for what does not fit the payload area.
+const IOVS: usize = 3;
+
+/// Aligned control-message buffer of one datagram.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct ControlBuf([u8; CONTROL_SPACE]);
+
+/// How a batched receive waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Return at once (`MSG_DONTWAIT`); `WouldBlock` when nothing is queued.
+    No,
+    /// Block until at least one datagram is there, then take what is queued up to the batch
+    /// (`MSG_WAITFORONE` on a blocking socket); woken by `shutdown(SHUT_RD)`.
+    ForOne,
+}
+
+/// Preallocated message headers for `recvmmsg`/`recvmsg`: addresses, iovecs and control
+/// buffers for up to `capacity` datagrams. The data buffers are lent per call.
+///
+/// ```
+/// use std::net::UdpSocket;
+/// use fsdr_net_io::sys::{RecvBatch, Wait};
+///
+/// let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// tx.send_to(b"hello", rx.local_addr().unwrap()).unwrap();
+/// let mut batch = RecvBatch::new(4);
+/// let mut bufs = [[0u8; 64]; 4];
+/// for (i, b) in bufs.iter_mut().enumerate() {
+///     // SAFETY: the buffers outlive the call below and nothing else touches them.
+///     unsafe { batch.set_buffer(i, b.as_mut_ptr(), b.len()) };
+/// }
+/// let n = batch.recv(&rx, 4, Wait::ForOne).unwrap();
+/// assert_eq!((n, batch.meta(0).len), (1, 5));
+/// assert_eq!(&bufs[0][..5], b"hello");
+/// ```
+pub struct RecvBatch {
+    msgs: Vec<libc::mmsghdr>,
+    iovs: Vec<[libc::iovec; IOVS]>,
+    iov_count: Vec<usize>,
+    names: Vec<NameBuf>,
+    controls: Vec<ControlBuf>,
+}
+
+// SAFETY: the raw pointers inside the headers point into the batch's own vectors (and into
+// buffers the owner lends for the duration of one call); the batch is used by one thread.
+unsafe impl Send for RecvBatch {}
+
+const EMPTY_IOV: libc::iovec = libc::iovec {
+    iov_base: ptr::null_mut(),
+    iov_len: 0,
+};
+
+impl RecvBatch {
+    /// Headers for up to `capacity` datagrams per call.
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        // SAFETY: all-zero is a valid value for this plain C struct.
+        let zeroed: libc::mmsghdr = unsafe { mem::zeroed() };
+        Self {
+            msgs: vec![zeroed; capacity],
+            iovs: vec![[EMPTY_IOV; IOVS]; capacity],
+            iov_count: vec![0; capacity],
+            names: vec![NameBuf::default(); capacity],
+            controls: vec![ControlBuf([0; CONTROL_SPACE]); capacity],
+        }
+    }
+
+    /// How many datagrams one call can take.
+    pub fn capacity(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// Points entry `i` at one buffer for the next call.
+    ///
+    /// # Safety
+    /// `buf` must be valid for writes of `len` bytes until the next receive call returns, and
+    /// must not be read or written by anyone else meanwhile.
+    pub unsafe fn set_buffer(&mut self, i: usize, buf: *mut u8, len: usize) {
+        self.iovs[i][0] = libc::iovec {
+            iov_base: buf.cast(),
+            iov_len: len,
+        };
+        self.iov_count[i] = 1;
+    }
+
+    /// Points entry `i` at two buffers: the first `head_len` bytes of the datagram go to
+    /// `head`, the rest to `body` (a scatter read: header to one place, payload to another).
+    ///
+    /// # Safety
+    /// As for [`RecvBatch::set_buffer`], for both buffers.
+    pub unsafe fn set_split(
+        &mut self,
+        i: usize,
+        head: *mut u8,
+        head_len: usize,
+        body: *mut u8,
+        body_len: usize,
+    ) {
+        // SAFETY: the caller's guarantee for both buffers is the one set_scatter needs.
+        unsafe { self.set_scatter(i, &[(head, head_len), (body, body_len)]) };
+    }
+
+    /// Points entry `i` at up to three buffers filled in order (a scatter read): for
+    /// in-place reception, the header into a small area, the payload straight into an output
+    /// buffer at its position, and anything longer than expected into a spill area.
+    ///
+    /// # Safety
+    /// As for [`RecvBatch::set_buffer`], for every buffer given.
+    pub unsafe fn set_scatter(&mut self, i: usize, parts: &[(*mut u8, usize)]) {
+        assert!(
+            (1..=IOVS).contains(&parts.len()),
+            "1 to {IOVS} parts per datagram"
+        );
+        for (k, &(base, len)) in parts.iter().enumerate() {
+            self.iovs[i][k] = libc::iovec {
+                iov_base: base.cast(),
+                iov_len: len,
+            };
+        }
+        self.iov_count[i] = parts.len();
+    }
+
+    fn arm(&mut self, i: usize) {
+        let hdr = &mut self.msgs[i].msg_hdr;
+        hdr.msg_name = self.names[i].0.as_mut_ptr().cast();
+        hdr.msg_namelen = size_of::<NameBuf>() as libc::socklen_t;
+        hdr.msg_iov = self.iovs[i].as_mut_ptr();
+        hdr.msg_iovlen = self.iov_count[i] as _;
+        hdr.msg_control = self.controls[i].0.as_mut_ptr().cast();
+        hdr.msg_controllen = CONTROL_SPACE as _;
+        hdr.msg_flags = 0;
+        self.msgs[i].msg_len = 0;
+    }
+
+    /// `recvmmsg` into the first `n` entries. Returns the number of datagrams received;
+    /// `WouldBlock` when there are none and `wait` is [`Wait::No`]. With [`Wait::ForOne`] the
+    /// socket must be in blocking mode; after `shutdown(SHUT_RD)` it returns `Ok(0)`.
+    pub fn recv(&mut self, fd: impl AsFd, n: usize, wait: Wait) -> io::Result<usize> {
+        let n = n.min(self.capacity());
+        for i in 0..n {
+            assert!(self.iov_count[i] > 0, "entry {i} has no buffer");
+            self.arm(i);
+        }
+        let flags = match wait {
+            Wait::No => libc::MSG_DONTWAIT,
+            Wait::ForOne => libc::MSG_WAITFORONE,
+        };
+        let fd = fd.as_fd().as_raw_fd();
+        loop {
+            // SAFETY: the first n headers point at the batch's own names, iovec arrays and
+            // control buffers (armed above) and at buffers the caller lent with `set_buffer`
+            // or `set_split` for the duration of this call.
+            let r = unsafe {
+                libc::recvmmsg(
+                    fd,
+                    self.msgs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    flags,
+                    ptr::null_mut(),
+                )
+            };
+            if r >= 0 {
+                return Ok(r as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// `recvmmsg` without blocking (see [`RecvBatch::recv`]).
+    pub fn recv_mmsg(&mut self, fd: impl AsFd, n: usize) -> io::Result<usize> {
+        self.recv(fd, n, Wait::No)
+    }
+
+    /// One blocking `recvmsg` into entry 0 (subject to the socket's receive timeout).
+    pub fn recv_one(&mut self, fd: impl AsFd) -> io::Result<()> {
+        assert!(self.iov_count[0] > 0, "entry 0 has no buffer");
+        self.arm(0);
+        let fd = fd.as_fd().as_raw_fd();
+        loop {
+            // SAFETY: header 0 points at the batch's own buffers armed above and at the
+            // caller's lent buffer(s).
+            let r = unsafe { libc::recvmsg(fd, &mut self.msgs[0].msg_hdr, 0) };
+            if r >= 0 {
+                self.msgs[0].msg_len = r as libc::c_uint;
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Metadata of entry `i` after a receive call that filled it.
+    pub fn meta(&self, i: usize) -> RecvMeta {
+        let m = &self.msgs[i];
+        let room: usize = self.iovs[i][..self.iov_count[i]]
+            .iter()
+            .map(|v| v.iov_len)
+            .sum();
+        let namelen = (m.msg_hdr.msg_namelen as usize).min(size_of::<NameBuf>());
+        let mut meta = RecvMeta {
+            len: (m.msg_len as usize).min(room),
+            truncated: m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+            source: sockaddr_from_bytes(&self.names[i].0[..namelen]),
+            control_malformed: m.msg_hdr.msg_flags & libc::MSG_CTRUNC != 0,
+            ..RecvMeta::default()
+        };
+        #[allow(clippy::unnecessary_cast)] // socklen_t on some libcs, size_t on glibc
+        let controllen = (m.msg_hdr.msg_controllen as usize).min(CONTROL_SPACE);
+        parse_control(&self.controls[i].0[..controllen], &mut meta);
+        meta
+    }
+}
+
+/// The socket's count of dropped datagrams (`SO_MEMINFO`, `SK_MEMINFO_DROPS`): the same
+/// counter `SO_RXQ_OVFL` reports, readable at any time.
+pub fn socket_drops(fd: impl AsFd) -> io::Result<u32> {
+    const SK_MEMINFO_VARS: usize = 9;
+    const SK_MEMINFO_DROPS: usize = 8;
+    let mut info = [0u32; SK_MEMINFO_VARS];
+    let mut len = mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: info and len are valid for writes of the given size; the kernel writes at most
+    // `len` bytes and updates `len` (nix has no wrapper for SO_MEMINFO).
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if (len as usize) < mem::size_of_val(&info) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "SO_MEMINFO without SK_MEMINFO_DROPS",
+        ));
+    }
+    Ok(info[SK_MEMINFO_DROPS])
+}
+
+/// Waits up to `ns` nanoseconds for `fd` to become readable (`ppoll`, nanosecond timeout);
+/// true when it is.
+pub fn readable_within(fd: impl AsFd, ns: u64) -> bool {
+    use nix::poll::{PollFd, PollFlags, ppoll};
+    use nix::sys::time::TimeSpec;
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    let t = TimeSpec::from_duration(std::time::Duration::from_nanos(ns));
+    matches!(ppoll(&mut fds, Some(t), None), Ok(n) if n > 0)
+}
+
+/// `shutdown(fd, SHUT_RD)`: wakes every receive waiting on the socket (blocking `recvmsg` and
+/// `recvmmsg`, io_uring receives), which then return 0. On an unconnected UDP socket the call
+/// reports `ENOTCONN` but still marks the socket and wakes the waiters, so that error is
+/// ignored.
+pub fn shutdown_read(fd: BorrowedFd<'_>) {
+    let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Read);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn recv_batch_reports_truncation_source_and_drops_counter() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        nix::sys::socket::setsockopt(&rx, nix::sys::socket::sockopt::RxqOvfl, &1).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(&[7u8; 100], rx.local_addr().unwrap()).unwrap();
+        tx.send_to(&[8u8; 10], rx.local_addr().unwrap()).unwrap();
+        let mut batch = RecvBatch::new(4);
+        let mut bufs = [[0u8; 50]; 4];
+        for (i, b) in bufs.iter_mut().enumerate() {
+            // SAFETY: the buffers live until the end of the test and nobody else uses them.
+            unsafe { batch.set_buffer(i, b.as_mut_ptr(), b.len()) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let n = batch.recv_mmsg(&rx, 4).unwrap();
+        assert_eq!(n, 2);
+        let m0 = batch.meta(0);
+        assert!(m0.truncated);
+        assert_eq!(m0.len, 50);
+        assert_eq!(m0.source, Some(tx.local_addr().unwrap()));
+        // The kernel attaches SO_RXQ_OVFL only once the drop count is non-zero.
+        assert_eq!(m0.kernel_drops, None);
+        let m1 = batch.meta(1);
+        assert!(!m1.truncated);
+        assert_eq!(m1.len, 10);
+        assert_eq!(&bufs[1][..10], &[8u8; 10]);
+        assert_eq!(
+            batch.recv_mmsg(&rx, 4).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        assert_eq!(socket_drops(&rx).unwrap(), 0);
+    }
+
+    #[test]
+    fn split_receive_puts_header_and_payload_apart() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"HEADpayload", rx.local_addr().unwrap())
+            .unwrap();
+        let mut head = [0u8; 4];
+        let mut body = [0u8; 32];
+        let mut batch = RecvBatch::new(1);
+        // SAFETY: both buffers outlive the call and nothing else touches them.
+        unsafe { batch.set_split(0, head.as_mut_ptr(), 4, body.as_mut_ptr(), 32) };
+        assert_eq!(batch.recv(&rx, 1, Wait::ForOne).unwrap(), 1);
+        assert_eq!(batch.meta(0).len, 11);
+        assert_eq!(&head, b"HEAD");
+        assert_eq!(&body[..7], b"payload");
+    }
+
+    #[test]
+    fn shut_rd_wakes_a_blocked_wait_for_one() {
+        let rx = std::sync::Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+        let r2 = rx.clone();
+        let t = std::thread::spawn(move || {
+            let mut buf = [0u8; 16];
+            let mut batch = RecvBatch::new(1);
+            // SAFETY: the buffer outlives the call.
+            unsafe { batch.set_buffer(0, buf.as_mut_ptr(), 16) };
+            let n = batch.recv(&*r2, 1, Wait::ForOne);
+            (n, batch.meta(0))
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        shutdown_read(rx.as_fd());
+        // The wake-up is an empty entry without a sender, which no real datagram is.
+        let (n, meta) = t.join().unwrap();
+        assert!(n.unwrap() >= 1);
+        assert_eq!((meta.len, meta.source), (0, None));
+    }
+}

@@ -1,0 +1,514 @@
+//! [`SigmfSink`]: records a stream as a SigMF recording — the samples in a `.sigmf-data`
+//! file, and a `.sigmf-meta` written with the `wcsng-sigmf` library: datatype, sample rate,
+//! hardware and description, one capture segment per time discontinuity or retune (with the
+//! frequency and the UTC time of its first sample), and one annotation per gap.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use futuresdr::num_complex::Complex;
+use futuresdr::runtime::dev::prelude::*;
+use sigmf::annotation::Annotation;
+use sigmf::capture::Capture;
+use sigmf::datatype::Datatype;
+use sigmf::global::Global;
+use sigmf::meta::Metadata;
+use sigmf::validation::ValidationPolicy;
+
+use crate::io::depacketizer::RxTime;
+use crate::io::sample::Item;
+use crate::{Error, TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME};
+
+/// The SigMF version the metadata declares.
+const SIGMF_VERSION: &str = "1.2.6";
+
+/// Items a SigMF recording can hold, with their `core:datatype`.
+pub trait SigmfItem: Item {
+    /// SigMF's name of the item's layout in memory (this host is little-endian).
+    const DATATYPE: &'static str;
+}
+
+macro_rules! sigmf_items {
+    ($($t:ty => $name:literal),* $(,)?) => {
+        $(impl SigmfItem for $t {
+            const DATATYPE: &'static str = $name;
+        })*
+    };
+}
+
+sigmf_items! {
+    Complex<f32> => "cf32_le",
+    Complex<i16> => "ci16_le",
+    Complex<i8> => "ci8",
+    f32 => "rf32_le",
+    i16 => "ri16_le",
+    i8 => "ri8",
+    u8 => "ru8",
+}
+
+/// What goes into the global object of the metadata.
+#[derive(Debug, Clone, Default)]
+struct GlobalInfo {
+    sample_rate: Option<f64>,
+    hw: Option<String>,
+    description: Option<String>,
+    frequency: Option<f64>,
+}
+
+/// A capture segment being recorded.
+#[derive(Debug, Clone, PartialEq)]
+struct Segment {
+    start: u64,
+    frequency: Option<f64>,
+    /// Device time (taken as UTC) of the segment's first sample.
+    time: Option<RxTime>,
+}
+
+/// Builds a [`SigmfSink`].
+#[derive(Debug, Clone)]
+pub struct SigmfSinkBuilder<T> {
+    path: PathBuf,
+    info: GlobalInfo,
+    _items: std::marker::PhantomData<T>,
+}
+
+impl<T: SigmfItem> SigmfSinkBuilder<T> {
+    /// `core:sample_rate` (also taken from the first `rx_rate` tag when not given).
+    pub fn sample_rate(mut self, sps: f64) -> Self {
+        self.info.sample_rate = Some(sps);
+        self
+    }
+
+    /// `core:hw`: the hardware that recorded.
+    pub fn hw(mut self, hw: impl Into<String>) -> Self {
+        self.info.hw = Some(hw.into());
+        self
+    }
+
+    /// `core:description`.
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.info.description = Some(text.into());
+        self
+    }
+
+    /// `core:frequency` of the first capture segment (later ones take it from `rx_freq`
+    /// tags).
+    pub fn frequency(mut self, hz: f64) -> Self {
+        self.info.frequency = Some(hz);
+        self
+    }
+
+    /// Creates the data file (replacing an existing one).
+    pub fn build(self) -> Result<SigmfSink<T>, Error> {
+        let (data_path, meta_path) = paths(&self.path)?;
+        let file = File::create(&data_path)
+            .map_err(|e| Error::config(format!("creating {}: {e}", data_path.display())))?;
+        Ok(SigmfSink {
+            input: DefaultCpuReader::default(),
+            data: Some(BufWriter::with_capacity(1 << 20, file)),
+            data_path,
+            meta_path,
+            info: self.info,
+            items: 0,
+            tick_rate: None,
+            segments: Vec::new(),
+            annotations: Vec::new(),
+            written: None,
+        })
+    }
+}
+
+/// The data and metadata paths of a recording named by either file or by its base name.
+fn paths(path: &Path) -> Result<(PathBuf, PathBuf), Error> {
+    let s = path.to_string_lossy();
+    let base = s
+        .strip_suffix(".sigmf-data")
+        .or_else(|| s.strip_suffix(".sigmf-meta"))
+        .unwrap_or(&s)
+        .to_string();
+    if base.is_empty() {
+        return Err(Error::config("a SigMF recording needs a file name"));
+    }
+    Ok((
+        PathBuf::from(format!("{base}.sigmf-data")),
+        PathBuf::from(format!("{base}.sigmf-meta")),
+    ))
+}
+
+/// Writes its input to a SigMF recording: the items as they are in memory (the datatype is
+/// [`SigmfItem::DATATYPE`]), and, when the input ends (or the flowgraph stops), the metadata:
+/// `core:sample_rate`, `core:hw`, `core:description`, `core:recorder`, `core:sha512`; a
+/// capture segment at the start and wherever the `rx_time` tags show a time discontinuity
+/// or an `rx_freq` tag a retune (`core:datetime` from the time, `core:frequency`); and one
+/// annotation per `rx_missed` tag (`core:sample_count` from `rx_missed_items`: the
+/// zero-filled samples, label `gap`, the frames missed in the comment).
+///
+/// # Stream Inputs
+///
+/// `input`: the samples, with [`UdpSource`](crate::UdpSource)'s tags.
+///
+/// # Stream Outputs
+///
+/// No stream outputs.
+///
+/// # Usage
+/// ```no_run
+/// use fsdr_net::prelude::*;
+/// use fsdr_net::SigmfSink;
+/// use futuresdr::num_complex::Complex;
+/// use futuresdr::runtime::macros::connect;
+/// use futuresdr::runtime::{Flowgraph, Runtime};
+///
+/// # fn main() -> anyhow::Result<()> {
+/// let src = UdpSource::<Complex<i16>>::builder("0.0.0.0:49000")
+///     .format(Format::Chdr)
+///     .tick_rate(200e6)
+///     .sample_rate(50e6)
+///     .zero_fill_missed(true)
+///     .build()?;
+/// let rec = SigmfSink::<Complex<i16>>::builder("capture.sigmf-data")
+///     .sample_rate(50e6)
+///     .hw("USRP X310")
+///     .build()?;
+/// let mut fg = Flowgraph::new();
+/// connect!(fg, src > rec);
+/// Runtime::new().run(fg)?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Block)]
+pub struct SigmfSink<T: SigmfItem> {
+    #[input]
+    input: DefaultCpuReader<T>,
+    data: Option<BufWriter<File>>,
+    data_path: PathBuf,
+    meta_path: PathBuf,
+    info: GlobalInfo,
+    items: u64,
+    /// Device ticks per second, from the time tags.
+    tick_rate: Option<f64>,
+    segments: Vec<Segment>,
+    /// (first sample, samples, frames) of each gap.
+    annotations: Vec<(u64, u64, u64)>,
+    /// The outcome of writing the recording, once written.
+    written: Option<Result<(), String>>,
+}
+
+impl<T: SigmfItem> SigmfSink<T> {
+    /// A builder for a recording at `path` (`name.sigmf-data`, `name.sigmf-meta` or `name`).
+    pub fn builder(path: impl AsRef<Path>) -> SigmfSinkBuilder<T> {
+        SigmfSinkBuilder {
+            path: path.as_ref().to_path_buf(),
+            info: GlobalInfo::default(),
+            _items: std::marker::PhantomData,
+        }
+    }
+
+    /// The metadata file.
+    pub fn meta_path(&self) -> &Path {
+        &self.meta_path
+    }
+
+    /// The data file.
+    pub fn data_path(&self) -> &Path {
+        &self.data_path
+    }
+
+    /// Samples written.
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
+    /// Whether the recording was completed, or why not (`None` while it runs).
+    pub fn outcome(&self) -> Option<&Result<(), String>> {
+        self.written.as_ref()
+    }
+
+    fn rate(&self) -> Option<f64> {
+        self.info.sample_rate
+    }
+
+    /// Records the tags of the items `base..` of the stream.
+    fn note_tags(&mut self, base: u64, tags: &[ItemTag]) {
+        let mut missed: Option<(u64, u64)> = None;
+        for t in tags {
+            let at = base + t.index as u64;
+            match &t.tag {
+                Tag::NamedAny(name, v) if name == TAG_TIME => {
+                    if let Some(rx) = v.downcast_ref::<RxTime>() {
+                        self.time_at(at, *rx);
+                    }
+                }
+                Tag::NamedAny(name, v) if name == "rx_freq" => {
+                    if let Some(&f) = v.downcast_ref::<f64>() {
+                        self.frequency_at(at, f);
+                    }
+                }
+                Tag::NamedAny(name, v) if name == "rx_rate" => {
+                    if let (None, Some(&r)) = (self.info.sample_rate, v.downcast_ref::<f64>()) {
+                        self.info.sample_rate = Some(r);
+                    }
+                }
+                Tag::NamedUsize(name, frames) if name == TAG_MISSED => {
+                    missed = Some((at, *frames as u64));
+                }
+                Tag::NamedUsize(name, n) if name == TAG_MISSED_ITEMS => {
+                    if let Some((m_at, frames)) = missed.take().filter(|(a, _)| *a == at) {
+                        self.annotations.push((m_at, *n as u64, frames));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Device ticks per sample, once both rates are known (the tick rate from a time tag).
+    fn ticks_per_sample(&self) -> Option<f64> {
+        Some(self.tick_rate? / self.rate()?)
+    }
+
+    /// The device time of sample `at`, extrapolated from the start of its segment.
+    fn expected_time(&self, at: u64) -> Option<RxTime> {
+        let s = self.segments.last()?;
+        let t0 = s.time?;
+        let ticks = t0.ticks + ((at - s.start) as f64 * self.ticks_per_sample()?).round() as u64;
+        Some(RxTime {
+            ticks,
+            seconds: t0.seconds + (ticks - t0.ticks) as f64 / t0.tick_rate,
+            tick_rate: t0.tick_rate,
+        })
+    }
+
+    fn time_at(&mut self, at: u64, rx: RxTime) {
+        if rx.tick_rate > 0.0 {
+            self.tick_rate = Some(rx.tick_rate);
+        }
+        // Compared in ticks: seconds since 1970 in an f64 are only good to a few 100 ns.
+        let continuous = self
+            .expected_time(at)
+            .zip(self.ticks_per_sample())
+            .is_some_and(|(t, per_sample)| rx.ticks.abs_diff(t.ticks) as f64 <= 0.5 * per_sample);
+        if !continuous {
+            let frequency = self
+                .segments
+                .last()
+                .and_then(|s| s.frequency)
+                .or(self.info.frequency);
+            self.start_segment(at, frequency, Some(rx));
+        }
+    }
+
+    fn frequency_at(&mut self, at: u64, hz: f64) {
+        if self.segments.last().and_then(|s| s.frequency) == Some(hz) {
+            return;
+        }
+        let time = self.expected_time(at);
+        self.start_segment(at, Some(hz), time);
+    }
+
+    /// Starts a segment at `at`, or updates the one that starts there.
+    fn start_segment(&mut self, at: u64, frequency: Option<f64>, time: Option<RxTime>) {
+        match self.segments.last_mut() {
+            Some(s) if s.start == at => {
+                s.frequency = frequency.or(s.frequency);
+                s.time = time.or(s.time);
+            }
+            _ => self.segments.push(Segment {
+                start: at,
+                frequency,
+                time,
+            }),
+        }
+    }
+
+    /// Flushes the data and writes the metadata (once).
+    fn finish(&mut self) {
+        if self.written.is_some() {
+            return;
+        }
+        let result = self.write_recording();
+        if let Err(e) = &result {
+            tracing::error!(error = %e, path = %self.meta_path.display(), "SigMF recording");
+        }
+        self.written = Some(result);
+    }
+
+    fn write_recording(&mut self) -> Result<(), String> {
+        let mut data = self.data.take().ok_or("no data file")?;
+        data.flush().map_err(|e| e.to_string())?;
+        drop(data);
+        let datatype = Datatype::from_str(T::DATATYPE).map_err(|e| e.to_string())?;
+        if self.segments.first().is_none_or(|s| s.start != 0) {
+            self.segments.insert(
+                0,
+                Segment {
+                    start: 0,
+                    frequency: self.info.frequency,
+                    time: None,
+                },
+            );
+        }
+        let captures = self
+            .segments
+            .iter()
+            .map(|s| {
+                let mut c = Capture::new(s.start);
+                if let Some(f) = s.frequency {
+                    c.set_frequency(f);
+                }
+                if let Some(t) = s.time.and_then(iso8601) {
+                    c.set_datetime(t);
+                }
+                c
+            })
+            .collect();
+        let annotations = self
+            .annotations
+            .iter()
+            .map(|&(start, count, frames)| {
+                Annotation::builder(start)
+                    .sample_count(count.max(1))
+                    .label("gap")
+                    .comment(format!(
+                        "{frames} frames missed, {count} samples zero-filled by fsdr-net"
+                    ))
+                    .generator("fsdr-net")
+                    .build()
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut meta = Metadata::new(Global::new(SIGMF_VERSION, datatype), annotations, captures);
+        if let Some(r) = self.info.sample_rate {
+            meta.set_sample_rate(r);
+        }
+        if let Some(hw) = &self.info.hw {
+            meta.set_hw(hw.clone());
+        }
+        if let Some(d) = &self.info.description {
+            meta.set_description(d.clone());
+        }
+        meta.set_recorder(format!("fsdr-net {}", env!("CARGO_PKG_VERSION")));
+        let mut f = File::open(&self.data_path).map_err(|e| e.to_string())?;
+        let digest = sigmf::utils::hash::hash_from_reader(&mut f).map_err(|e| e.to_string())?;
+        meta.set_sha512(digest);
+        let report = meta.validate(ValidationPolicy::StrictSupportedVersion);
+        if !report.is_valid() {
+            let issues: Vec<String> = report
+                .issues
+                .iter()
+                .map(|i| format!("{}: {}", i.code, i.message))
+                .collect();
+            return Err(format!("invalid SigMF metadata: {}", issues.join("; ")));
+        }
+        meta.replace_atomic(&self.meta_path, ValidationPolicy::StrictSupportedVersion)
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// A device time (seconds since the Unix epoch) as an ISO 8601 UTC time (`core:datetime`),
+/// to the nanosecond from the ticks.
+fn iso8601(t: RxTime) -> Option<String> {
+    let nanos = match t.tick_rate {
+        // Integer tick rates (every USRP's) split exactly: ticks as f64 lose up to 64 ticks.
+        r if r >= 1.0 && r.fract() == 0.0 && r <= u64::MAX as f64 => {
+            let r = r as u64;
+            let (whole, rest) = (t.ticks / r, t.ticks % r);
+            i128::from(whole) * 1_000_000_000 + (rest as f64 / r as f64 * 1e9).round() as i128
+        }
+        _ => (t.seconds * 1e9).round() as i128,
+    };
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(nanos).ok()?;
+    t.format(&time::format_description::well_known::Rfc3339)
+        .ok()
+}
+
+#[doc(hidden)]
+impl<T: SigmfItem> Kernel for SigmfSink<T> {
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        _mo: &mut MessageOutputs,
+        _meta: &mut BlockMeta,
+    ) -> Result<()> {
+        let (items, tags) = self.input.slice_with_tags();
+        let n = items.len();
+        if n > 0 {
+            let bytes = bytemuck::cast_slice::<T, u8>(items);
+            let tags = tags.clone();
+            if let Some(d) = self.data.as_mut() {
+                d.write_all(bytes)?;
+            }
+            self.note_tags(self.items, &tags);
+            self.items += n as u64;
+            self.input.consume(n);
+        }
+        if self.input.finished() {
+            self.finish();
+            io.finished = true;
+        }
+        Ok(())
+    }
+
+    async fn deinit(&mut self, _mo: &mut MessageOutputs, _meta: &mut BlockMeta) -> Result<()> {
+        self.finish();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tag(index: usize, tag: Tag) -> ItemTag {
+        ItemTag { index, tag }
+    }
+
+    fn time(ticks: u64) -> Tag {
+        let rx = RxTime {
+            ticks,
+            seconds: ticks as f64 / 200e6,
+            tick_rate: 200e6,
+        };
+        Tag::NamedAny(TAG_TIME.into(), Box::new(rx))
+    }
+
+    #[test]
+    fn segments_start_at_time_jumps_and_retunes_only() {
+        let dir = std::env::temp_dir().join(format!("fsdr-net-sigmf-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut sink = SigmfSink::<Complex<i16>>::builder(dir.join("r"))
+            .sample_rate(10e6)
+            .frequency(1e9)
+            .build()
+            .unwrap();
+        let t0 = 1_767_225_600 * 200_000_000u64;
+        // 20 ticks per sample: a tag at item 1000 that continues the stream is no segment.
+        sink.note_tags(0, &[tag(0, time(t0)), tag(1000, time(t0 + 20_000))]);
+        // A jump of one sample is.
+        sink.note_tags(2000, &[tag(0, time(t0 + 40_020))]);
+        // A retune starts one at its sample, with the extrapolated time.
+        sink.note_tags(
+            3000,
+            &[tag(5, Tag::NamedAny("rx_freq".into(), Box::new(2e9)))],
+        );
+        let starts: Vec<(u64, Option<f64>, Option<u64>)> = sink
+            .segments
+            .iter()
+            .map(|s| (s.start, s.frequency, s.time.map(|t| t.ticks)))
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                (0, Some(1e9), Some(t0)),
+                (2000, Some(1e9), Some(t0 + 40_020)),
+                (3005, Some(2e9), Some(t0 + 40_020 + 1005 * 20)),
+            ]
+        );
+        let t = sink.segments[1].time.unwrap();
+        assert_eq!(iso8601(t).as_deref(), Some("2026-01-01T00:00:00.0002001Z"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,206 @@
+//! [`UdpSinkBuilder`]: the options of a [`UdpSink`], checked at [`build`](UdpSinkBuilder::build).
+
+use std::marker::PhantomData;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use fsdr_net_io::Format;
+use fsdr_net_io::sample::{Encoder, Item, WireFormat};
+use fsdr_net_io::send::{Framer, Pacer, Sender, SenderConfig};
+use futuresdr::runtime::dev::prelude::*;
+
+use super::{Framing, Out, UdpSink};
+use crate::Error;
+
+/// Builds a [`UdpSink`]. Settings are checked at [`build`](Self::build): a payload smaller
+/// than one item or not a whole number of items, a batch of 0, or a wire format that does not
+/// encode the items is an error there.
+#[derive(Debug, Clone)]
+pub struct UdpSinkBuilder<T> {
+    dest: Result<SocketAddr, String>,
+    cfg: Option<SenderConfig>,
+    bind: Option<Result<SocketAddr, String>>,
+    format: Format,
+    wire: Option<WireFormat>,
+    payload_bytes: Option<usize>,
+    batch: usize,
+    gso: bool,
+    sample_rate: Option<f64>,
+    timestamps: Option<(u64, f64)>,
+    stream_id: Option<u32>,
+    uring: Option<bool>,
+    batch_workers: bool,
+    _items: PhantomData<T>,
+}
+
+impl<T: Item> UdpSinkBuilder<T> {
+    pub(super) fn new(dest: impl ToSocketAddrs + std::fmt::Debug) -> Self {
+        Self {
+            dest: fsdr_net_io::resolve(dest).map_err(|e| e.to_string()),
+            cfg: None,
+            bind: None,
+            format: Format::Raw,
+            wire: None,
+            payload_bytes: None,
+            batch: 32,
+            gso: true,
+            sample_rate: None,
+            timestamps: None,
+            stream_id: None,
+            uring: None,
+            batch_workers: true,
+            _items: PhantomData,
+        }
+    }
+
+    /// Move the FutureSDR worker threads this block runs on to `SCHED_BATCH` (default: yes);
+    /// see [`UdpSourceBuilder::batch_workers`](crate::UdpSourceBuilder::batch_workers).
+    pub fn batch_workers(mut self, on: bool) -> Self {
+        self.batch_workers = on;
+        self
+    }
+
+    /// Send through io_uring (tokio-uring) on a dedicated thread instead of `sendmmsg`;
+    /// `zero_copy` uses `IORING_OP_SEND_ZC` (Linux ≥ 6.0). Needs the `uring` feature.
+    pub fn uring(mut self, zero_copy: bool) -> Self {
+        self.uring = Some(zero_copy);
+        self
+    }
+    /// Packet format (default raw).
+    pub fn format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+    /// Wire sample encoding (default: the format's for complex items, see
+    /// [`WireFormat::default_for`]).
+    pub fn wire_format(mut self, wire: WireFormat) -> Self {
+        self.wire = Some(wire);
+        self
+    }
+    /// Payload bytes per datagram, after the header: a whole number of items (default: the
+    /// most items that fit 8000 bytes with the header).
+    pub fn payload_bytes(mut self, bytes: usize) -> Self {
+        self.payload_bytes = Some(bytes);
+        self
+    }
+    /// Datagrams per `sendmmsg` call (default 32; at least 1).
+    pub fn batch(mut self, n: usize) -> Self {
+        self.batch = n;
+        self
+    }
+    /// Use UDP GSO when the kernel has it (default on).
+    pub fn gso(mut self, on: bool) -> Self {
+        self.gso = on;
+        self
+    }
+    /// Local address to send from (anything `ToSocketAddrs` takes).
+    pub fn bind(mut self, addr: impl ToSocketAddrs + std::fmt::Debug) -> Self {
+        self.bind = Some(fsdr_net_io::resolve(addr).map_err(|e| e.to_string()));
+        self
+    }
+    /// Pace to this many items per second (token bucket; unpaced when not set).
+    pub fn sample_rate(mut self, sps: f64) -> Self {
+        self.sample_rate = Some(sps);
+        self
+    }
+    /// CHDR/VRT timestamps: the first item at `start` ticks, `ticks_per_item` after that.
+    pub fn timestamps(mut self, start: u64, ticks_per_item: f64) -> Self {
+        self.timestamps = Some((start, ticks_per_item));
+        self
+    }
+    /// Stream identifier: VRT stream ID, CHDR destination endpoint.
+    pub fn stream_id(mut self, id: u32) -> Self {
+        self.stream_id = Some(id);
+        self
+    }
+    /// Full control over the sending socket (destination, batch and GSO taken from the
+    /// builder).
+    pub fn sender_config(mut self, cfg: SenderConfig) -> Self {
+        self.cfg = Some(cfg);
+        self
+    }
+
+    /// Checks the settings, opens and connects the socket.
+    pub fn build(self) -> Result<UdpSink<T>, Error> {
+        let dest = self.dest.clone().map_err(Error::Config)?;
+        if self
+            .sample_rate
+            .is_some_and(|r| !(r.is_finite() && r > 0.0))
+        {
+            return Err(Error::config("sample_rate must be a positive number"));
+        }
+        if self.batch == 0 {
+            return Err(Error::config("batch must be at least 1"));
+        }
+        let wire = self
+            .wire
+            .unwrap_or_else(|| WireFormat::default_for::<T>(self.format));
+        let encoder = Encoder::<T>::new(wire)?;
+        let mut framer = Framer::new(self.format);
+        if let Some((start, tpi)) = self.timestamps {
+            framer = framer.timestamps(start, tpi);
+        }
+        if let Some(id) = self.stream_id {
+            framer = framer.stream_id(id);
+        }
+        let wb = encoder.bytes_per_item();
+        let header = framer.header_len();
+        let payload_bytes = self
+            .payload_bytes
+            .unwrap_or_else(|| (8000usize.saturating_sub(header) / wb / 4 * 4).max(1) * wb);
+        if payload_bytes < wb || !payload_bytes.is_multiple_of(wb) {
+            return Err(Error::config(format!(
+                "payload_bytes {payload_bytes} is not a whole number (≥ 1) of {wb}-byte {} items",
+                T::NAME
+            )));
+        }
+        let payload_items = payload_bytes / wb;
+        let datagram = header + payload_bytes + framer.pad_for(payload_bytes);
+        if datagram > 65_507 {
+            return Err(Error::config(format!(
+                "a datagram of {datagram} bytes exceeds UDP's 65507"
+            )));
+        }
+        let mut cfg = self.cfg.clone().unwrap_or_else(|| SenderConfig::new(dest));
+        cfg.dest = dest;
+        cfg.batch = self.batch;
+        cfg.gso = self.gso;
+        if let Some(b) = self.bind.clone() {
+            cfg.bind = Some(b.map_err(Error::Config)?);
+        }
+        let out = match self.uring {
+            #[cfg(feature = "uring")]
+            Some(zero_copy) => Out::Uring(
+                Some(fsdr_net_io::send::UringSender::new(&cfg, zero_copy)?),
+                Default::default(),
+            ),
+            #[cfg(not(feature = "uring"))]
+            Some(_) => {
+                return Err(Error::config(
+                    "UdpSink::uring needs the `uring` feature of fsdr-net",
+                ));
+            }
+            None => Out::Mmsg(Sender::new(&cfg)?),
+        };
+        let mut input = DefaultCpuReader::<T>::default();
+        input.set_min_buffer_size_in_items(payload_items * self.batch);
+        let pacer = self
+            .sample_rate
+            .map(|sps| Pacer::new(sps * wb as f64, datagram * self.batch));
+        Ok(UdpSink {
+            input,
+            out,
+            framing: Framing {
+                framer,
+                encoder,
+                payload_items,
+                pad_bytes: 0,
+            },
+            staging: vec![0u8; datagram * self.batch],
+            batch: self.batch,
+            pacer,
+            not_before: None,
+            items_sent: 0,
+            batch_workers: self.batch_workers,
+        })
+    }
+}

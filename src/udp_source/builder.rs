@@ -1,0 +1,385 @@
+//! [`UdpSourceBuilder`]: every option of a [`UdpSource`], resolved at [`build`](UdpSourceBuilder::build)
+//! whatever order they were given in.
+
+use std::marker::PhantomData;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use fsdr_net_io::depacketizer::{Depacketizer, DepacketizerConfig};
+use fsdr_net_io::engine::ReuseportSpread;
+use fsdr_net_io::sample::{Decoder, Item, WireFormat};
+use fsdr_net_io::socket::{Multicast, SourceFilter};
+use fsdr_net_io::{Backend, Engine, EngineConfig, Format};
+use fsdr_net_lttng::Marks;
+
+use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
+
+use super::{InPlaceUdpSource, UdpSource};
+use crate::Error;
+use crate::probe::ProbeSpec;
+
+/// Builds a [`UdpSource`]; every option of the receive engine is reachable. Settings are
+/// resolved at [`build`](Self::build), so their order does not matter.
+#[derive(Debug, Clone)]
+pub struct UdpSourceBuilder<T> {
+    bind: Result<SocketAddr, String>,
+    cfg: EngineConfig,
+    wire: Option<WireFormat>,
+    zero_fill: bool,
+    stats_interval: Option<Duration>,
+    buffer_datagrams: Option<usize>,
+    tick_rate: Option<f64>,
+    sample_rate: Option<f64>,
+    time_tags: bool,
+    idle_finish: Option<Duration>,
+    first_wait: Option<Duration>,
+    probe_granularity: Option<u64>,
+    batch_workers: bool,
+    backend_set: bool,
+    in_place_buffers: usize,
+    _items: PhantomData<T>,
+}
+
+impl<T: Item> UdpSourceBuilder<T> {
+    pub(super) fn new(bind: impl ToSocketAddrs + std::fmt::Debug) -> Self {
+        Self {
+            bind: fsdr_net_io::resolve(bind).map_err(|e| e.to_string()),
+            cfg: EngineConfig::new(SocketAddr::from(([0, 0, 0, 0], 0))),
+            wire: None,
+            zero_fill: false,
+            stats_interval: Some(Duration::from_secs(1)),
+            buffer_datagrams: None,
+            tick_rate: None,
+            sample_rate: None,
+            time_tags: true,
+            idle_finish: None,
+            first_wait: None,
+            probe_granularity: None,
+            batch_workers: true,
+            backend_set: false,
+            in_place_buffers: 32,
+            _items: PhantomData,
+        }
+    }
+
+    /// Move the FutureSDR worker threads this block runs on to `SCHED_BATCH` (default: yes),
+    /// so that a woken worker does not preempt one that holds the lock of FutureSDR's
+    /// circular buffer and spin on it for a scheduler tick; without it a 800 MB/s stream
+    /// loses data in the default runtime on a machine with two cores. Real-time workers are
+    /// left alone. See `docs/PERFORMANCE.md` ("Two workers spinning on one lock").
+    ///
+    /// ```
+    /// # use fsdr_net::UdpSource;
+    /// # use futuresdr::num_complex::Complex32;
+    /// let src = UdpSource::<Complex32>::builder("127.0.0.1:0")
+    ///     .batch_workers(false)
+    ///     .build()?;
+    /// # Ok::<(), fsdr_net::Error>(())
+    /// ```
+    pub fn batch_workers(mut self, on: bool) -> Self {
+        self.batch_workers = on;
+        self
+    }
+
+    /// Fire `fsdr_net:arrival` at every `granularity`-th output item, with the time its
+    /// datagram left the kernel, so that a [`ProbeSink`](crate::ProbeSink) built from
+    /// [`UdpSource::probe_spec`] measures network-arrival-to-sink latency. (The per-datagram
+    /// `fsdr_net:packet` event fires whenever tracing is compiled in.)
+    pub fn probe(mut self, granularity: u64) -> Self {
+        self.probe_granularity = Some(granularity.max(1));
+        self
+    }
+
+    /// End the stream (the block finishes) once no datagram has arrived for this long: after
+    /// the last datagram, or, when none ever came, this long after the flowgraph started
+    /// (see [`first_datagram_within`](Self::first_datagram_within) for a different wait for
+    /// the first one). Default: never.
+    pub fn finish_after_idle(mut self, idle: Duration) -> Self {
+        self.idle_finish = Some(idle);
+        self
+    }
+    /// With [`finish_after_idle`](Self::finish_after_idle): how long to wait for the first
+    /// datagram before ending (default: the idle time itself). A radio that takes a while to
+    /// start streaming needs more than the silence that ends its stream.
+    pub fn first_datagram_within(mut self, wait: Duration) -> Self {
+        self.first_wait = Some(wait);
+        self
+    }
+    /// Receive backend (default mio).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend_set = true;
+        self.cfg.backend = backend;
+        self
+    }
+    /// Packet format (default raw).
+    pub fn format(mut self, format: Format) -> Self {
+        self.cfg.format = format;
+        self
+    }
+    /// Wire sample encoding (default: the format's for complex items, see
+    /// [`WireFormat::default_for`]); an encoding that does not produce `T` is an error at
+    /// build.
+    pub fn wire_format(mut self, wire: WireFormat) -> Self {
+        self.wire = Some(wire);
+        self
+    }
+    /// Receive buffer to request in bytes (default 25 MB).
+    pub fn recv_buffer(mut self, bytes: usize) -> Self {
+        self.cfg.socket.recv_buffer = bytes;
+        self
+    }
+    /// Insert zeros for missed frames so the sample timeline stays aligned (default off).
+    pub fn zero_fill_missed(mut self, on: bool) -> Self {
+        self.zero_fill = on;
+        self
+    }
+    /// Largest datagram accepted whole (default 9216 bytes; 16..=65536).
+    pub fn max_datagram(mut self, bytes: usize) -> Self {
+        self.cfg.slot_size = bytes;
+        self
+    }
+    /// Datagrams per `recvmmsg` call (1..=1024).
+    pub fn batch(mut self, n: usize) -> Self {
+        self.cfg.batch = n;
+        self
+    }
+    /// Slots per receive thread (datagrams that may wait for the flowgraph).
+    pub fn slots(mut self, n: usize) -> Self {
+        self.cfg.slots = n;
+        self
+    }
+    /// Pin receive threads to these CPUs.
+    pub fn pin(mut self, cpus: Vec<usize>) -> Self {
+        self.cfg.threads.cpus = cpus;
+        self
+    }
+    /// SCHED_FIFO priority for receive threads.
+    pub fn fifo_priority(mut self, priority: i32) -> Self {
+        self.cfg.threads.fifo_priority = Some(priority);
+        self
+    }
+    /// Reorder window in datagrams and how long to wait for a missing one.
+    pub fn reorder(mut self, window: usize, timeout: Duration) -> Self {
+        self.cfg.reorder_window = window;
+        self.cfg.reorder_timeout = timeout;
+        self
+    }
+    /// Who may send.
+    pub fn filter(mut self, filter: SourceFilter) -> Self {
+        self.cfg.socket.filter = filter;
+        self
+    }
+    /// Accept only this sender.
+    pub fn peer(self, peer: SocketAddr) -> Self {
+        self.filter(SourceFilter::peer(peer))
+    }
+    /// Join a multicast group.
+    pub fn multicast(mut self, m: Multicast) -> Self {
+        self.cfg.socket.multicast = Some(m);
+        self
+    }
+    /// Kernel receive timestamps.
+    pub fn kernel_timestamps(mut self, on: bool) -> Self {
+        self.cfg.socket.timestamps = on;
+        self
+    }
+    /// `reuseport` threads and optional cBPF spreading.
+    pub fn reuseport(mut self, threads: usize, spread: Option<ReuseportSpread>) -> Self {
+        self.cfg.reuseport_threads = threads;
+        self.cfg.reuseport_spread = spread;
+        self
+    }
+    /// `uring` receive operations in flight.
+    pub fn uring_depth(mut self, depth: usize) -> Self {
+        self.cfg.uring_depth = depth;
+        self
+    }
+    /// Any other engine option.
+    pub fn configure(mut self, f: impl FnOnce(&mut EngineConfig)) -> Self {
+        f(&mut self.cfg);
+        self
+    }
+    /// Send all counters on the `stats` port this often (`None`: only the final message;
+    /// default 1 s).
+    pub fn stats_interval(mut self, every: Option<Duration>) -> Self {
+        self.stats_interval = every;
+        self
+    }
+    /// Size the output buffer for at least this many maximum-size datagrams (at least 1;
+    /// default 16, and 64 per buffer for the in-place source, whose buffers go downstream
+    /// whole: fewer, larger hand-overs).
+    pub fn buffer_datagrams(mut self, n: usize) -> Self {
+        self.buffer_datagrams = Some(n);
+        self
+    }
+    /// Device tick rate in Hz: CHDR timestamps count its ticks (an X310 runs at 200e6). For
+    /// VRT sample-count timestamps it defaults to the sample rate.
+    pub fn tick_rate(mut self, hz: f64) -> Self {
+        self.tick_rate = Some(hz);
+        self
+    }
+    /// Sample rate in items per second; with it, `rx_time` is also tagged wherever the
+    /// timestamps jump, not only at the start and after gaps.
+    pub fn sample_rate(mut self, sps: f64) -> Self {
+        self.sample_rate = Some(sps);
+        self
+    }
+    /// Tag packet timestamps as `rx_time` (default on). A format with timestamps (CHDR, VRT)
+    /// then needs the tick rate (CHDR) or the sample rate (VRT); turn it off to take the
+    /// stream without time.
+    pub fn time_tags(mut self, on: bool) -> Self {
+        self.time_tags = on;
+        self
+    }
+
+    /// The tick rate and ticks per item in force, or why they are missing.
+    fn timing(&self) -> Result<(Option<f64>, Option<f64>), Error> {
+        let positive = |what: &str, v: Option<f64>| match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => Err(Error::config(format!(
+                "{what} {x} must be a positive number"
+            ))),
+            _ => Ok(()),
+        };
+        positive("tick rate", self.tick_rate)?;
+        positive("sample rate", self.sample_rate)?;
+        if !self.time_tags {
+            return Ok((None, None));
+        }
+        let tick_rate = match (self.cfg.format, self.tick_rate, self.sample_rate) {
+            (_, Some(t), _) => Some(t),
+            (Format::Vrt, None, Some(sps)) => Some(sps),
+            (Format::Chdr, None, _) => {
+                return Err(Error::config(
+                    "CHDR timestamps count ticks of the radio's clock: set .tick_rate(hz) \
+                     (X310: 200e6; N3xx/X410: the master clock rate), or .time_tags(false)",
+                ));
+            }
+            (Format::Vrt, None, None) => {
+                return Err(Error::config(
+                    "VRT timestamps count samples: set .sample_rate(sps) (or .tick_rate(hz) \
+                     for a free-running or picosecond timestamp), or .time_tags(false)",
+                ));
+            }
+            _ => None,
+        };
+        let ticks_per_item = tick_rate.zip(self.sample_rate).map(|(t, s)| t / s);
+        Ok((tick_rate, ticks_per_item))
+    }
+
+    /// Everything both sources are built from, checked.
+    fn parts(&self) -> Result<Parts<T>, Error> {
+        let mut cfg = self.cfg.clone();
+        cfg.socket.bind = self.bind.clone().map_err(Error::Config)?;
+        // VRT/DIFI context packets become setting tags and `context` messages.
+        cfg.deliver_context |= cfg.format == Format::Vrt;
+        if self.buffer_datagrams == Some(0) {
+            return Err(Error::config("buffer_datagrams must be at least 1"));
+        }
+        let wire = self
+            .wire
+            .unwrap_or_else(|| WireFormat::default_for::<T>(cfg.format));
+        let decoder = Decoder::<T>::new(wire)?;
+        let (tick_rate, ticks_per_item) = self.timing()?;
+        let block = fsdr_net_lttng::next_block_id();
+        Ok(Parts {
+            cfg,
+            decoder,
+            dp_cfg: DepacketizerConfig {
+                zero_fill: self.zero_fill,
+                tick_rate,
+                ticks_per_item,
+                marks: self.probe_granularity.map(|g| Marks::new(block, g)),
+            },
+            block,
+        })
+    }
+
+    /// Buffers of the in-place source ([`build_in_place`](Self::build_in_place)) in
+    /// circulation between it, the receive thread and downstream (default 32; each holds
+    /// [`buffer_datagrams`](Self::buffer_datagrams) of the largest datagrams). They bound the
+    /// queue in front of the flowgraph: when none is free the receive thread stops reading.
+    pub fn in_place_buffers(mut self, n: usize) -> Self {
+        self.in_place_buffers = n;
+        self
+    }
+
+    /// Builds the zero-copy [`InPlaceUdpSource`]: its output is FutureSDR's circuit
+    /// (in-place) buffer, and the receive thread puts payloads straight into it. Every other
+    /// setting means what it means for [`build`](Self::build). It receives with its own
+    /// `recvmmsg` loop: a backend other than [`Backend::Recvmmsg`] set on this builder is an
+    /// error.
+    pub fn build_in_place(self) -> Result<InPlaceUdpSource<T>, Error> {
+        if self.backend_set && self.cfg.backend != Backend::Recvmmsg {
+            return Err(Error::config(format!(
+                "the in-place source receives with its own recvmmsg loop; backend {} cannot be used",
+                self.cfg.backend
+            )));
+        }
+        if self.in_place_buffers == 0 {
+            return Err(Error::config("in_place_buffers must be at least 1"));
+        }
+        let Parts {
+            mut cfg,
+            decoder,
+            dp_cfg,
+            block: _,
+        } = self.parts()?;
+        cfg.backend = Backend::Recvmmsg;
+        let items = self.buffer_datagrams.unwrap_or(64)
+            * (decoder.items_in(cfg.slot_size) + decoder.items_per_unit());
+        let marks = dp_cfg.marks.as_ref().map(|m| ProbeSpec {
+            block: m.block(),
+            granularity: m.granularity(),
+        });
+        let rx = InPlaceReceiver::start(InPlaceConfig {
+            engine: cfg,
+            decoder,
+            depacketizer: dp_cfg,
+            buffers: self.in_place_buffers,
+        })?;
+        let mut src = InPlaceUdpSource::new(
+            rx,
+            self.in_place_buffers,
+            items,
+            self.stats_interval,
+            self.idle_finish
+                .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
+            marks,
+        );
+        src.batch_workers = self.batch_workers;
+        Ok(src)
+    }
+
+    /// Opens the socket and starts the receive engine (datagrams arriving before the
+    /// flowgraph runs wait in the engine's slots).
+    pub fn build(self) -> Result<UdpSource<T>, Error> {
+        let Parts {
+            cfg,
+            decoder,
+            dp_cfg,
+            block,
+        } = self.parts()?;
+        let dp = Depacketizer::new(decoder, dp_cfg);
+        let engine = Engine::start(cfg.clone())?;
+        let mut src = UdpSource::new(
+            engine,
+            dp,
+            cfg.slot_size,
+            self.buffer_datagrams.unwrap_or(16),
+            self.stats_interval,
+            self.idle_finish
+                .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
+            block,
+        );
+        src.batch_workers = self.batch_workers;
+        Ok(src)
+    }
+}
+
+/// What [`UdpSourceBuilder::parts`] checks and builds.
+struct Parts<T> {
+    cfg: EngineConfig,
+    decoder: Decoder<T>,
+    dp_cfg: DepacketizerConfig,
+    block: u64,
+}

@@ -1,0 +1,304 @@
+//! [`InPlaceUdpSource`]: the zero-copy source. Its output is FutureSDR's circuit (in-place)
+//! buffer; empty buffers travel to an `fsdr-net-io` in-place receive thread, which puts each
+//! payload straight into them, and come back full. The block moves buffers, turns tags and
+//! gaps into FutureSDR tags and messages, and sleeps when idle.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fsdr_net_io::Stats;
+use fsdr_net_io::inplace::{Filled, InPlaceReceiver, ItemBuffer};
+use fsdr_net_io::sample::Item;
+use futuresdr::runtime::buffer::circuit;
+use futuresdr::runtime::dev::prelude::*;
+
+use super::{Deadline, DeadlineWait, SourceStats, context_pmt, gap_pmt, tags_of};
+use crate::probe::ProbeSpec;
+
+/// A circuit buffer lent to the receive thread.
+pub struct OutBuf<T: Item>(circuit::Buffer<T>);
+
+impl<T: Item> ItemBuffer<T> for OutBuf<T> {
+    fn items(&mut self) -> &mut [T] {
+        self.0.slice()
+    }
+}
+
+/// Receives a UDP stream like [`UdpSource`](crate::UdpSource), without copying payloads:
+/// the receive thread scatters each datagram's payload straight into the output buffer at
+/// its sample position (`recvmmsg` iovecs). Datagrams whose header or length differs from the
+/// stream's, that follow a gap or arrive out of order, and every datagram whose samples need
+/// byte swapping or conversion take the copying path with the same accounting; gaps
+/// zero-fill, tag and count exactly as in `UdpSource`. The `stats` port's `copied_bytes`
+/// counts what was copied: 0 on the fast path. Built with
+/// [`UdpSourceBuilder::build_in_place`](crate::UdpSourceBuilder::build_in_place).
+///
+/// Zero copy needs items whose memory is the wire's: `Complex<i16>` from `sc16_chdr` (CHDR,
+/// raw USRP streams), `u8`/any item from `plain`, `Complex<i8>` from `sc8_difi`,
+/// `Complex<f32>` from `fc32`.
+///
+/// # Stream Inputs
+///
+/// No stream inputs.
+///
+/// # Stream Outputs
+///
+/// `output`: a circuit writer (`futuresdr::runtime::buffer::circuit::Writer<T>`); the block
+/// downstream reads with `circuit::Reader<T>` and the circuit must be closed
+/// (`connect!(fg, src > snk; src < snk)`) so buffers come back. Tags as in `UdpSource`.
+///
+/// # Message Outputs
+///
+/// `missed`, `stats` and `context`, as in `UdpSource`.
+///
+/// # Usage
+/// ```no_run
+/// use fsdr_net::prelude::*;
+/// use futuresdr::blocks::NullSink;
+/// use futuresdr::num_complex::Complex;
+/// use futuresdr::runtime::buffer::circuit;
+/// use futuresdr::runtime::macros::connect;
+/// use futuresdr::runtime::{Flowgraph, Runtime};
+///
+/// # fn main() -> anyhow::Result<()> {
+/// let src = UdpSource::<Complex<i16>>::builder("0.0.0.0:49000")
+///     .format(Format::Chdr) // sc16_chdr: the wire bytes are Complex<i16> on this host
+///     .tick_rate(200e6)
+///     .zero_fill_missed(true)
+///     .build_in_place()?;
+/// let snk = NullSink::<Complex<i16>, circuit::Reader<Complex<i16>>>::new();
+/// let mut fg = Flowgraph::new();
+/// connect!(fg, src > snk; src < snk);
+/// Runtime::new().run(fg)?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Block)]
+#[message_outputs(missed, stats, context)]
+pub struct InPlaceUdpSource<T: Item> {
+    #[output]
+    output: circuit::Writer<T>,
+    rx: Option<InPlaceReceiver<T, OutBuf<T>>>,
+    local_addr: SocketAddr,
+    final_stats: Option<SourceStats>,
+    /// Items of every buffer.
+    buffer_items: usize,
+    /// A buffer the receive thread had no room for yet.
+    spare: Vec<circuit::Buffer<T>>,
+    stats_interval: Option<Duration>,
+    next_stats: Option<Instant>,
+    idle_finish: Option<(Duration, Duration)>,
+    started: Option<Instant>,
+    last_data: Option<Instant>,
+    deadline: Arc<Mutex<Deadline>>,
+    probe: Option<ProbeSpec>,
+    pub(super) batch_workers: bool,
+}
+
+impl<T: Item> InPlaceUdpSource<T> {
+    pub(super) fn new(
+        rx: InPlaceReceiver<T, OutBuf<T>>,
+        buffers: usize,
+        buffer_items: usize,
+        stats_interval: Option<Duration>,
+        idle_finish: Option<(Duration, Duration)>,
+        probe: Option<ProbeSpec>,
+    ) -> Self {
+        let mut output = circuit::Writer::<T>::new();
+        output.inject_buffers_with_items(buffers, buffer_items);
+        Self {
+            output,
+            local_addr: rx.local_addr(),
+            rx: Some(rx),
+            final_stats: None,
+            buffer_items,
+            spare: Vec::new(),
+            stats_interval,
+            next_stats: None,
+            idle_finish,
+            started: None,
+            last_data: None,
+            deadline: Arc::new(Mutex::new(Deadline::new())),
+            probe,
+            batch_workers: true,
+        }
+    }
+
+    /// The bound address (with the port the kernel chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Every counter: live while running, final after the source ended.
+    pub fn stats(&self) -> SourceStats {
+        if let Some(s) = &self.final_stats {
+            return s.clone();
+        }
+        match &self.rx {
+            Some(rx) => SourceStats {
+                engine: rx.stats(),
+                stream: rx.depacketizer_stats(),
+            },
+            None => SourceStats::default(),
+        }
+    }
+
+    /// The pipe this source starts when built with a probe: build its
+    /// [`ProbeSink`](crate::ProbeSink) from it.
+    pub fn probe_spec(&self) -> Option<ProbeSpec> {
+        self.probe
+    }
+
+    /// Lends every empty buffer to the receive thread.
+    fn lend(&mut self) {
+        let Some(rx) = self.rx.as_mut() else { return };
+        loop {
+            let b = match self.spare.pop() {
+                Some(b) => b,
+                None => match self.output.get_empty_buffer() {
+                    Some(mut b) => {
+                        // Buffers made anew by the writer start empty: use all of them.
+                        b.set_valid(self.buffer_items);
+                        b
+                    }
+                    None => return,
+                },
+            };
+            if let Err(OutBuf(b)) = rx.give(OutBuf(b)) {
+                self.spare.push(b);
+                return;
+            }
+        }
+    }
+
+    /// Puts a filled buffer downstream (an empty one straight back to the receive thread).
+    async fn put(
+        &mut self,
+        f: Filled<OutBuf<T>>,
+        mo: &mut MessageOutputs,
+        now: Instant,
+    ) -> Result<()> {
+        for g in &f.gaps {
+            mo.post("missed", gap_pmt(g)).await?;
+        }
+        for c in &f.contexts {
+            mo.post("context", context_pmt(c)).await?;
+        }
+        let Filled {
+            buffer: OutBuf(mut b),
+            items,
+            tags,
+            ..
+        } = f;
+        if items == 0 {
+            // Downstream would never consume an empty buffer and so never return it.
+            b.set_valid(self.buffer_items);
+            self.spare.push(b);
+            return Ok(());
+        }
+        self.last_data = Some(now);
+        b.set_valid(items);
+        let (_, out_tags) = b.slice_with_tags();
+        out_tags.extend(tags.into_iter().flat_map(|t| {
+            tags_of(t.kind).map(move |tag| futuresdr::runtime::dev::ItemTag {
+                index: t.index,
+                tag,
+            })
+        }));
+        self.output.put_full_buffer(b);
+        Ok(())
+    }
+
+    fn final_counts(
+        stats: Stats,
+        stream: fsdr_net_io::depacketizer::DepacketizerStats,
+    ) -> SourceStats {
+        SourceStats {
+            engine: stats,
+            stream,
+        }
+    }
+}
+
+#[doc(hidden)]
+impl<T: Item> Kernel for InPlaceUdpSource<T> {
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        mo: &mut MessageOutputs,
+        _meta: &mut BlockMeta,
+    ) -> Result<()> {
+        if self.batch_workers {
+            crate::worker_policy::batch_this_worker();
+        }
+        let now = Instant::now();
+        let started = *self.started.get_or_insert(now);
+        if self.rx.is_none() {
+            io.finished = true;
+            return Ok(());
+        }
+        self.lend();
+        while let Some(f) = self.rx.as_mut().and_then(|rx| rx.take()) {
+            self.put(f, mo, now).await?;
+        }
+        self.lend();
+        if let Some(every) = self.stats_interval {
+            let due = *self.next_stats.get_or_insert(started + every);
+            if now >= due {
+                self.next_stats = Some(now + every);
+                mo.post("stats", self.stats().to_pmt()).await?;
+            }
+        }
+        let idle_end = self.idle_finish.map(|(idle, first)| match self.last_data {
+            Some(last) => last + idle,
+            None => started + first,
+        });
+        if idle_end.is_some_and(|end| now >= end) {
+            // The stream is over: stop the receive thread, pass on what it still had, and
+            // say so with the final counters.
+            let rx = self.rx.take().expect("receiver present");
+            let (stats, stream, rest) = rx.shutdown();
+            for f in rest {
+                self.put(f, mo, now).await?;
+            }
+            self.final_stats = Some(Self::final_counts(stats, stream));
+            mo.post("stats", self.stats().to_pmt()).await?;
+            io.finished = true;
+            return Ok(());
+        }
+        let notified = self
+            .rx
+            .as_ref()
+            .expect("receiver present")
+            .notifier()
+            .notified();
+        let deadline = [self.stats_interval.and(self.next_stats), idle_end]
+            .into_iter()
+            .flatten()
+            .min();
+        match deadline {
+            Some(at) => {
+                self.deadline
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .arm(at, now);
+                let wait = DeadlineWait(self.deadline.clone());
+                io.block_on(async move {
+                    futuresdr::futures::future::select(notified, wait).await;
+                });
+            }
+            None => io.block_on(notified),
+        }
+        Ok(())
+    }
+
+    async fn deinit(&mut self, _mo: &mut MessageOutputs, _meta: &mut BlockMeta) -> Result<()> {
+        if let Some(rx) = self.rx.take() {
+            let (stats, stream, _) = rx.shutdown();
+            tracing::debug!(%stats, "InPlaceUdpSource stopped");
+            self.final_stats = Some(Self::final_counts(stats, stream));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,94 @@
+//! The zero-copy source end to end in FutureSDR's default runtime: the emulator's CHDR ramp
+//! into an `InPlaceUdpSource<Complex<i16>>`, checked sample by sample by a `RampCheck` that
+//! reads the circuit buffer in place, with the circuit closed so buffers come back.
+
+use std::time::Duration;
+
+use fsdr_net::io::emulator::{Emulator, EmulatorConfig, Faults, Signal};
+use fsdr_net::prelude::*;
+use fsdr_net::{InPlaceUdpSource, RampCheck};
+use futuresdr::num_complex::Complex;
+use futuresdr::runtime::buffer::circuit;
+use futuresdr::runtime::dev::prelude::*;
+
+type Check = RampCheck<Complex<i16>, circuit::Reader<Complex<i16>>>;
+
+/// Runs `packets` CHDR packets of 1000 samples through the in-place source into a ramp
+/// check; returns what the emulator sent, the source's counters, the check's items and
+/// discontinuities, and the `missed` messages.
+fn run(
+    packets: u64,
+    faults: Faults,
+) -> Result<(
+    fsdr_net::io::emulator::EmulatorReport,
+    SourceStats,
+    u64,
+    u64,
+    usize,
+)> {
+    futuresdr::runtime::config::set("ctrlport_enable", false);
+    let src: InPlaceUdpSource<Complex<i16>> = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+        .format(Format::Chdr)
+        .tick_rate(50e6)
+        .sample_rate(50e6)
+        .zero_fill_missed(true)
+        .stats_interval(None)
+        .finish_after_idle(Duration::from_millis(300))
+        .first_datagram_within(Duration::from_secs(10))
+        .build_in_place()?;
+    let mut emu = EmulatorConfig::new(src.local_addr(), Format::Chdr);
+    emu.rate = 50e6;
+    emu.tick_rate = 50e6;
+    emu.spp = Some(1000);
+    emu.samples = Some(packets * 1000);
+    emu.signal = Signal::Ramp;
+    emu.faults = faults;
+    let check = Check::new(true);
+    let messages = MessageCollector::new();
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > check; src < check; src.missed | messages);
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        Emulator::new(emu).unwrap().run().unwrap()
+    });
+    let fg = Runtime::new().run(fg)?;
+    let sent = sender.join().unwrap();
+    let src = fg.block(&src)?;
+    let check = fg.block(&check)?;
+    let missed = fg.block(&messages)?.messages().len();
+    Ok((
+        sent,
+        src.stats(),
+        check.items(),
+        check.discontinuities(),
+        missed,
+    ))
+}
+
+#[test]
+fn a_clean_stream_arrives_whole_without_a_copy() -> Result<()> {
+    let (sent, s, items, breaks, _) = run(2000, Faults::default())?;
+    let ctx = format!("{}\n{:?}\n{sent:?}", s.engine, s.stream);
+    assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
+    assert_eq!(items, sent.samples_sent, "{ctx}");
+    assert_eq!(breaks, 0, "every sample in order: {ctx}");
+    // Only the first datagram, which teaches the stream's layout, is copied.
+    assert!(s.stream.copied_bytes <= 4000, "{ctx}");
+    Ok(())
+}
+
+#[test]
+fn drops_are_zero_filled_counted_and_messaged() -> Result<()> {
+    let faults = Faults {
+        drop_every: Some(100),
+        ..Faults::default()
+    };
+    let (sent, s, items, _, missed_messages) = run(1001, faults)?;
+    let ctx = format!("{}\n{:?}\n{sent:?}", s.engine, s.stream);
+    assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
+    assert_eq!(s.engine.missed, sent.dropped, "{ctx}");
+    assert_eq!(s.stream.zeros_inserted, sent.dropped_samples, "{ctx}");
+    assert_eq!(items, sent.samples_sent + sent.dropped_samples, "{ctx}");
+    assert_eq!(missed_messages as u64, sent.dropped, "{ctx}");
+    Ok(())
+}

@@ -1,0 +1,566 @@
+//! `cargo xtask loss`: what each receiver keeps of a paced stream at each offered rate.
+//!
+//! For every cell of receivers × rates, one `loss_rx` process binds and announces its address,
+//! one `usrp_sim` process sends the stream to it for `--seconds`, and both print JSON. The
+//! sender and the receiver are separate processes, so the receiver's getrusage is its own.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use fsdr_net_io::Format;
+use fsdr_net_io::emulator::EmulatorConfig;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+mod report;
+
+use report::{plot, table, write_csv};
+
+/// The receivers of the default matrix, in table order: fsdr-net's flowgraph for every
+/// backend of `Backend::ALL` and with the zero-copy in-place source, the engine for every
+/// backend, FutureSDR's own source, and the recvmmsg reference.
+pub fn receivers() -> Vec<String> {
+    let backends = fsdr_net_io::Backend::ALL;
+    backends
+        .iter()
+        .map(|b| format!("flowgraph-{b}"))
+        .chain(["flowgraph-inplace".to_string()])
+        .chain(backends.iter().map(|b| format!("engine-{b}")))
+        .chain(["futuresdr".to_string(), "recvmmsg".to_string()])
+        .collect()
+}
+
+/// What `cargo xtask loss` was asked for.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LossArgs {
+    /// Seconds of stream per cell.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Offered rates in MB/s (datagram bytes on the wire), comma-separated; `unpaced` sends as
+    /// fast as the sender can.
+    #[arg(long, default_value = "100,200,400,800,unpaced", value_delimiter = ',')]
+    pub rates: Vec<String>,
+    /// Wire format.
+    #[arg(long, default_value = "chdr")]
+    pub format: String,
+    /// Datagram size in bytes, header included.
+    #[arg(long, default_value_t = 8000)]
+    pub size: usize,
+    /// Receivers (default: every one), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub receivers: Vec<String>,
+    /// Also find each receiver's highest zero-loss rate by bisection.
+    #[arg(long)]
+    pub find_max: bool,
+    /// Bisection steps for --find-max.
+    #[arg(long, default_value_t = 4)]
+    pub steps: u32,
+    /// Runs per cell; the run with the median CPU per GB is reported.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// Paced sender: microseconds of stream per send call (as a NIC's interrupt moderation
+    /// batches packets); 0 sends packets one at a time, one receiver wake-up each.
+    #[arg(long, default_value_t = 100.0)]
+    pub burst_us: f64,
+    /// FutureSDR smol workers of the flowgraph receivers (fsdr-net's and FutureSDR's UdpSource
+    /// alike); default (and 0): FutureSDR's default runtime, `Runtime::new()`, one worker per
+    /// core, which is what every user gets.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Print JSON instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Output folder for the CSV and PNG.
+    #[arg(long, default_value = "target/fsdr-net")]
+    pub out: PathBuf,
+}
+
+/// An offered rate: MB/s, or as fast as the sender goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Rate {
+    MBps(f64),
+    Unpaced,
+}
+
+impl Rate {
+    fn parse(s: &str) -> Result<Rate> {
+        match s.trim() {
+            "unpaced" | "max" => Ok(Rate::Unpaced),
+            v => {
+                let r: f64 = v.parse().with_context(|| format!("rate {v:?}"))?;
+                if !(r > 0.0 && r.is_finite()) {
+                    bail!("rate {v:?} must be a positive number of MB/s or `unpaced`");
+                }
+                Ok(Rate::MBps(r))
+            }
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            Rate::MBps(r) => format!("{r} MB/s"),
+            Rate::Unpaced => "unpaced".into(),
+        }
+    }
+}
+
+/// One receiver at one offered rate.
+#[derive(Debug, Clone)]
+struct Cell {
+    receiver: String,
+    rate: Rate,
+    offered_mbps: f64,
+    sent: u64,
+    delivered: u64,
+    kernel_drops: u64,
+    overflows: u64,
+    malformed: u64,
+    send_errors: u64,
+    cpu_seconds: f64,
+    bytes: u64,
+    /// fsdr-net receivers: datagrams taken from the kernel, receive system calls, wake-ups
+    /// of the consumer, pauses; flowgraphs: payload bytes copied after the kernel.
+    received: Option<u64>,
+    recv_calls: Option<u64>,
+    wakeups: Option<u64>,
+    paused: Option<u64>,
+    copied_bytes: Option<u64>,
+}
+
+impl Cell {
+    /// Receive system calls per datagram taken from the kernel.
+    fn calls_per_datagram(&self) -> Option<f64> {
+        Some(self.recv_calls? as f64 / self.received?.max(1) as f64)
+    }
+
+    /// Wake-ups of the consumer per GB delivered.
+    fn wakeups_per_gb(&self) -> Option<f64> {
+        Some(self.wakeups? as f64 / (self.bytes.max(1) as f64 / 1e9))
+    }
+
+    /// Payload bytes copied after the kernel per GB delivered.
+    fn copied_per_gb(&self) -> Option<f64> {
+        Some(self.copied_bytes? as f64 / (self.bytes.max(1) as f64 / 1e9))
+    }
+
+    fn success(&self) -> f64 {
+        if self.sent == 0 {
+            0.0
+        } else {
+            self.delivered as f64 / self.sent as f64
+        }
+    }
+
+    fn lossless(&self) -> bool {
+        self.sent > 0 && self.delivered == self.sent
+    }
+
+    fn cpu_per_gb(&self) -> f64 {
+        if self.bytes == 0 {
+            f64::NAN
+        } else {
+            self.cpu_seconds / (self.bytes as f64 / 1e9)
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "receiver": self.receiver,
+            "rate": self.rate.label(),
+            "offered_mbps": self.offered_mbps,
+            "sent": self.sent,
+            "delivered": self.delivered,
+            "success": self.success(),
+            "kernel_drops": self.kernel_drops,
+            "overflows": self.overflows,
+            "malformed": self.malformed,
+            "send_errors": self.send_errors,
+            "cpu_seconds": self.cpu_seconds,
+            "cpu_seconds_per_gb": self.cpu_per_gb(),
+            "received": self.received,
+            "recv_calls": self.recv_calls,
+            "calls_per_datagram": self.calls_per_datagram(),
+            "wakeups": self.wakeups,
+            "wakeups_per_gb": self.wakeups_per_gb(),
+            "paused": self.paused,
+            "copied_bytes": self.copied_bytes,
+            "copied_bytes_per_gb": self.copied_per_gb(),
+        })
+    }
+}
+
+/// The highest zero-loss rate found by bisection.
+#[derive(Debug, Clone)]
+struct MaxRate {
+    receiver: String,
+    mbps: f64,
+    /// True when even the sender's top speed lost nothing: the receiver was not the limit.
+    sender_limited: bool,
+}
+
+struct Harness {
+    args: LossArgs,
+    format: Format,
+    spp: usize,
+    /// Bytes per datagram as sent (header and whole samples).
+    datagram: usize,
+    /// Smol workers of flowgraph receivers (`None`: FutureSDR's default runtime).
+    workers: Option<usize>,
+}
+
+fn read_json_line(child: &mut Child) -> Result<Value> {
+    let mut out = String::new();
+    if let Some(stdout) = child.stdout.as_mut() {
+        std::io::Read::read_to_string(stdout, &mut out)?;
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("{status}");
+    }
+    crate::last_json(&out)
+}
+
+impl Harness {
+    fn new(args: LossArgs) -> Result<Harness> {
+        let format: Format = args.format.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut cfg = EmulatorConfig::new("127.0.0.1:9".parse()?, format);
+        let header = cfg.header_len();
+        if args.size < header + 4 || args.size > 65_507 {
+            bail!(
+                "--size {} does not fit a {format} header ({header} B) and one sample, or UDP",
+                args.size
+            );
+        }
+        cfg.spp = Some((args.size - header) / 4);
+        let spp = cfg.samples_per_packet();
+        let datagram = header + 4 * spp;
+        let workers = args.workers.filter(|&w| w > 0);
+        Ok(Harness {
+            args,
+            format,
+            spp,
+            datagram,
+            workers,
+        })
+    }
+
+    /// Runs one receiver at one rate for `seconds`.
+    fn cell(&self, receiver: &str, rate: Rate, seconds: f64) -> Result<Cell> {
+        let mut rx = Command::new("target/release/examples/loss_rx");
+        rx.args(["--receiver", receiver, "--format", self.format.name()]);
+        if let Some(w) = self.workers {
+            rx.args(["--workers", &w.to_string()]);
+        }
+        let mut rx = rx
+            .args(["--size", &self.datagram.to_string(), "--idle", "0.5"])
+            .args(["--timeout", &(seconds + 30.0).to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting loss_rx")?;
+        // The first line names the bound address; the rest is read by a thread all along, so
+        // that nothing the receiver prints can block it on a full pipe.
+        let mut first = String::new();
+        let mut reader = BufReader::new(rx.stdout.take().context("loss_rx stdout")?);
+        reader.read_line(&mut first)?;
+        let rest = std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
+            rest
+        });
+        let Some(addr) = first.trim().strip_prefix("listening on ") else {
+            let _ = rx.kill();
+            bail!("{receiver}: expected `listening on ADDR`, got {first:?}");
+        };
+        let datagram = self.datagram as f64;
+        let mut tx = Command::new("target/release/examples/usrp_sim");
+        tx.args(["--dest", addr, "--format", self.format.name()])
+            .args(["--spp", &self.spp.to_string()])
+            .args(["--burst-us", &self.args.burst_us.to_string()])
+            .args(["--duration", &seconds.to_string()])
+            .stdout(Stdio::piped());
+        match rate {
+            Rate::MBps(mbps) => {
+                let sps = mbps * 1e6 / datagram * self.spp as f64;
+                tx.args(["--rate", &format!("{sps}")]);
+            }
+            Rate::Unpaced => {
+                tx.arg("--unpaced");
+            }
+        }
+        // If the sender fails, the receiver is stopped too rather than left waiting.
+        let sent = tx
+            .spawn()
+            .context("starting usrp_sim")
+            .and_then(|mut tx| read_json_line(&mut tx).context("usrp_sim"));
+        let sent = match sent {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = rx.kill();
+                let _ = rx.wait();
+                return Err(e);
+            }
+        };
+        let rest = rest.join().unwrap_or_default();
+        let status = rx.wait()?;
+        if !status.success() {
+            bail!("loss_rx --receiver {receiver} failed: {status}");
+        }
+        let got = crate::last_json(&rest).context("loss_rx's result")?;
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
+        let stat = |k: &str| got["stats"][k].as_u64();
+        let packets = n(&sent, "packets_sent");
+        let secs = sent["seconds"].as_f64().unwrap_or(seconds).max(1e-9);
+        Ok(Cell {
+            receiver: receiver.into(),
+            rate,
+            offered_mbps: packets as f64 * datagram / secs / 1e6,
+            sent: packets - n(&sent, "send_errors"),
+            delivered: n(&got, "delivered"),
+            kernel_drops: n(&got, "kernel_drops"),
+            overflows: n(&got, "overflows"),
+            malformed: n(&got, "malformed"),
+            send_errors: n(&sent, "send_errors"),
+            cpu_seconds: got["cpu_seconds"].as_f64().unwrap_or(f64::NAN),
+            bytes: n(&got, "bytes"),
+            received: stat("received"),
+            recv_calls: stat("recv_calls"),
+            wakeups: stat("wakeups"),
+            paused: stat("paused"),
+            copied_bytes: got["copied_bytes"].as_u64(),
+        })
+    }
+
+    /// Runs a cell `runs` times and keeps the run with the median CPU per GB.
+    fn median_cell(&self, receiver: &str, rate: Rate, runs: usize) -> Result<Cell> {
+        let mut all = Vec::new();
+        for _ in 0..runs.max(1) {
+            all.push(self.cell(receiver, rate, self.args.seconds)?);
+        }
+        all.sort_by(|a, b| a.cpu_per_gb().total_cmp(&b.cpu_per_gb()));
+        Ok(all.swap_remove(all.len() / 2))
+    }
+
+    /// Bisects between the highest lossless and the lowest lossy rate of the sweep.
+    fn find_max(&self, receiver: &str, cells: &[Cell], bar: &ProgressBar) -> Result<MaxRate> {
+        let mine: Vec<&Cell> = cells.iter().filter(|c| c.receiver == receiver).collect();
+        let mut good = mine
+            .iter()
+            .filter(|c| c.lossless())
+            .map(|c| c.offered_mbps)
+            .fold(0.0, f64::max);
+        let mut bad = mine
+            .iter()
+            .filter(|c| !c.lossless())
+            .map(|c| c.offered_mbps)
+            .fold(f64::INFINITY, f64::min);
+        if bad.is_infinite() {
+            // Nothing of the sweep lost: try the sender's top speed.
+            let top = self.cell(receiver, Rate::Unpaced, self.args.seconds)?;
+            if top.lossless() {
+                return Ok(MaxRate {
+                    receiver: receiver.into(),
+                    mbps: top.offered_mbps.max(good),
+                    sender_limited: true,
+                });
+            }
+            bad = top.offered_mbps;
+        }
+        if good >= bad {
+            good = 0.0;
+        }
+        for step in 0..self.args.steps {
+            let mid = if good == 0.0 {
+                bad / 2.0
+            } else {
+                (good + bad) / 2.0
+            };
+            bar.set_message(format!("{receiver}: bisection {}, {mid:.0} MB/s", step + 1));
+            let c = self.cell(receiver, Rate::MBps(mid), self.args.seconds)?;
+            if c.lossless() {
+                good = mid;
+            } else {
+                bad = mid;
+            }
+        }
+        Ok(MaxRate {
+            receiver: receiver.into(),
+            mbps: good,
+            sender_limited: false,
+        })
+    }
+}
+
+/// Runs the sweep, prints the tables, writes the CSV and the PNG.
+pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
+    let rates = args
+        .rates
+        .iter()
+        .map(|r| Rate::parse(r))
+        .collect::<Result<Vec<_>>>()?;
+    if rates.is_empty() {
+        bail!("--rates is empty");
+    }
+    let receivers: Vec<String> = if args.receivers.is_empty() {
+        receivers()
+    } else {
+        args.receivers.clone()
+    };
+    build()?;
+    let h = Harness::new(args.clone())?;
+    let total = (receivers.len() * rates.len()) as u64;
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")?
+            .progress_chars("=> "),
+    );
+    let mut cells = Vec::new();
+    for recv in &receivers {
+        for &rate in &rates {
+            bar.set_message(format!("{recv} at {}", rate.label()));
+            let c = h
+                .median_cell(recv, rate, args.runs)
+                .with_context(|| format!("{recv} at {}", rate.label()))?;
+            let line = format!(
+                "{recv:>26} {:>12}: offered {:7.1} MB/s, delivered {:>8.4}%, kernel drops {}, overflows {}, {:.2} CPU-s/GB",
+                rate.label(),
+                c.offered_mbps,
+                100.0 * c.success(),
+                c.kernel_drops,
+                c.overflows,
+                c.cpu_per_gb()
+            );
+            if bar.is_hidden() {
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
+            }
+            cells.push(c);
+            bar.inc(1);
+        }
+    }
+    let mut maxes = Vec::new();
+    if args.find_max {
+        for recv in &receivers {
+            maxes.push(h.find_max(recv, &cells, &bar)?);
+        }
+    }
+    bar.finish_and_clear();
+    std::fs::create_dir_all(&args.out)?;
+    let csv = args.out.join("loss.csv");
+    write_csv(&csv, &cells)?;
+    let png = args.out.join("loss.png");
+    let plotted = plot(&png, &receivers, &cells, &h);
+    if args.json {
+        let out = json!({
+            "format": h.format.name(),
+            "datagram_bytes": args.size,
+            "seconds": args.seconds,
+            "burst_us": args.burst_us,
+            "workers": h.workers,
+            "cells": cells.iter().map(Cell::to_json).collect::<Vec<_>>(),
+            "max_zero_loss": maxes.iter().map(|m| json!({
+                "receiver": m.receiver, "mbps": m.mbps, "sender_limited": m.sender_limited
+            })).collect::<Vec<_>>(),
+            "csv": csv,
+            "png": plotted.as_ref().ok().map(|_| &png),
+        });
+        println!("{out}");
+    } else {
+        let find = |recv: &str, r: Rate| cells.iter().find(|c| c.receiver == recv && c.rate == r);
+        println!(
+            "{} datagrams of {} B, {} s per cell, paced in {} µs bursts, flowgraphs on {} smol \
+             workers; offered = what the sender achieved",
+            h.format.name(),
+            args.size,
+            args.seconds,
+            args.burst_us,
+            h.workers
+                .map_or("FutureSDR's default (one per core)".to_string(), |w| w
+                    .to_string())
+        );
+        table(
+            "Delivered (% of sent, by sequence-numbered datagrams)",
+            &receivers,
+            &rates,
+            |recv, r| {
+                find(recv, r).map_or("-".into(), |c| {
+                    if let Rate::Unpaced = r {
+                        format!("{:.2}% of {:.0} MB/s", 100.0 * c.success(), c.offered_mbps)
+                    } else {
+                        format!("{:.2}%", 100.0 * c.success())
+                    }
+                })
+            },
+        );
+        table(
+            "Lost: kernel drops / receiver overflows (datagrams)",
+            &receivers,
+            &rates,
+            |recv, r| {
+                find(recv, r).map_or("-".into(), |c| {
+                    format!("{} / {}", c.kernel_drops, c.overflows)
+                })
+            },
+        );
+        table(
+            "CPU seconds of the receiving process per GB delivered (× the recvmmsg reference in the same run)",
+            &receivers,
+            &rates,
+            |recv, r| {
+                find(recv, r).map_or("-".into(), |c| {
+                    match find("recvmmsg", r).map(|b| c.cpu_per_gb() / b.cpu_per_gb()) {
+                        Some(x) if x.is_finite() => format!("{:.2} ({x:.2}×)", c.cpu_per_gb()),
+                        _ => format!("{:.2}", c.cpu_per_gb()),
+                    }
+                })
+            },
+        );
+        let opt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |x| format!("{x:.digits$}"));
+        table(
+            "Receive system calls per datagram · consumer wake-ups per GB · payload bytes copied per GB",
+            &receivers,
+            &rates,
+            |recv, r| {
+                find(recv, r).map_or("-".into(), |c| {
+                    format!(
+                        "{} · {} · {}",
+                        opt(c.calls_per_datagram(), 2),
+                        opt(c.wakeups_per_gb(), 0),
+                        c.copied_per_gb()
+                            .map_or("-".into(), |x| format!("{:.2e}", x)),
+                    )
+                })
+            },
+        );
+        if !maxes.is_empty() {
+            println!(
+                "\nHighest zero-loss rate ({} bisection steps)\n",
+                args.steps
+            );
+            println!("| receiver | MB/s |\n|---|---:|");
+            for m in &maxes {
+                let note = if m.sender_limited {
+                    " (sender's top speed, no loss)"
+                } else {
+                    ""
+                };
+                println!("| {} | {:.0}{note} |", m.receiver, m.mbps);
+            }
+        }
+        println!("\nCSV: {}", csv.display());
+        match &plotted {
+            Ok(()) => println!("PNG: {}", png.display()),
+            Err(e) => println!("PNG: not written: {e}"),
+        }
+    }
+    let send_errors: u64 = cells.iter().map(|c| c.send_errors).sum();
+    if send_errors > 0 {
+        eprintln!(
+            "note: the sender reported {send_errors} send errors; those datagrams are not counted as sent"
+        );
+    }
+    plotted.map_err(Into::into)
+}

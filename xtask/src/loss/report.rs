@@ -1,0 +1,129 @@
+//! What `cargo xtask loss` writes: markdown tables, the CSV of every cell and the plot.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use fsdr_net_trace::plot::{Chart, Series, line_chart};
+
+use super::{Cell, Harness, Rate};
+
+pub(super) fn table(
+    title: &str,
+    receivers: &[String],
+    rates: &[Rate],
+    f: impl Fn(&str, Rate) -> String,
+) {
+    println!("\n{title}\n");
+    print!("| receiver |");
+    for r in rates {
+        print!(" {} |", r.label());
+    }
+    println!();
+    print!("|---|");
+    for _ in rates {
+        print!("---:|");
+    }
+    println!();
+    for recv in receivers {
+        print!("| {recv} |");
+        for &r in rates {
+            print!(" {} |", f(recv, r));
+        }
+        println!();
+    }
+}
+
+/// Every cell as a line of CSV.
+pub(super) fn write_csv(path: &Path, cells: &[Cell]) -> Result<()> {
+    let mut s = String::from(
+        "receiver,rate,offered_mbps,sent,delivered,success,kernel_drops,overflows,malformed,send_errors,cpu_seconds,cpu_seconds_per_gb\n",
+    );
+    for c in cells {
+        s += &format!(
+            "{},{},{:.3},{},{},{:.6},{},{},{},{},{:.4},{:.4}\n",
+            c.receiver,
+            c.rate.label(),
+            c.offered_mbps,
+            c.sent,
+            c.delivered,
+            c.success(),
+            c.kernel_drops,
+            c.overflows,
+            c.malformed,
+            c.send_errors,
+            c.cpu_seconds,
+            c.cpu_per_gb()
+        );
+    }
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}
+
+pub(super) fn plot(
+    path: &Path,
+    receivers: &[String],
+    cells: &[Cell],
+    h: &Harness,
+) -> Result<(), fsdr_net_trace::plot::PlotError> {
+    let series: Vec<Series> = receivers
+        .iter()
+        .map(|r| {
+            let mut pts: Vec<(f64, f64)> = cells
+                .iter()
+                .filter(|c| &c.receiver == r)
+                .map(|c| (c.offered_mbps, 100.0 * c.success()))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series::new(r.clone(), pts)
+        })
+        .collect();
+    let mut chart = Chart::new(
+        &format!(
+            "Delivered vs offered rate ({} B {} datagrams, {} s each)",
+            h.args.size,
+            h.format.name(),
+            h.args.seconds
+        ),
+        "offered rate (MB/s)",
+        "delivered (%)",
+    );
+    chart.y_range = Some((0.0, 101.0));
+    line_chart(path, &chart, &series)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!(Rate::parse("800").unwrap(), Rate::MBps(800.0));
+        assert_eq!(Rate::parse(" unpaced").unwrap(), Rate::Unpaced);
+        assert!(Rate::parse("-1").is_err());
+        assert!(Rate::parse("fast").is_err());
+    }
+
+    #[test]
+    fn success_and_cost() {
+        let c = Cell {
+            receiver: "x".into(),
+            rate: Rate::MBps(100.0),
+            offered_mbps: 100.0,
+            sent: 1000,
+            delivered: 999,
+            kernel_drops: 1,
+            overflows: 0,
+            malformed: 0,
+            send_errors: 0,
+            cpu_seconds: 0.5,
+            bytes: 2_000_000_000,
+            received: Some(1000),
+            recv_calls: Some(100),
+            wakeups: Some(10),
+            paused: Some(0),
+            copied_bytes: Some(2_000_000_000),
+        };
+        assert!((c.success() - 0.999).abs() < 1e-12);
+        assert!(!c.lossless());
+        assert!((c.cpu_per_gb() - 0.25).abs() < 1e-12);
+    }
+}
