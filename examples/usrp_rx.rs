@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Parser;
 use common::{ContextArgs, FaultArgs, Mode, SignalArg, format_for, parse_f64};
+use fsdr_net::io::StreamSelector;
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Signal};
 use fsdr_net::io::{Backend, Format, WireFormat};
 use fsdr_net::{
-    ProbeSink, RampCheck, RampSample, SigmfItem, SigmfSink, SourceStats, UdpSource,
-    UdpSourceBuilder,
+    MultiSourceStats, MultiUdpSource, ProbeSink, RampCheck, RampSample, SigmfItem, SigmfSink,
+    SourceStats, UdpSource, UdpSourceBuilder,
 };
 use futuresdr::blocks::FileSink;
 use futuresdr::runtime::Flowgraph;
@@ -96,6 +97,10 @@ struct Args {
     /// Emulator context packets (VRT/DIFI).
     #[command(flatten)]
     context: ContextArgs,
+    /// Streams on the port, one output each (`vrt`: stream IDs 1..=N, `chdr`: destination
+    /// endpoints 0..N); the emulator sends that many channels.
+    #[arg(long, default_value_t = 1)]
+    channels: usize,
     /// Runtime and engine tuning.
     #[command(flatten)]
     tuning: common::TuningArgs,
@@ -285,6 +290,7 @@ fn main() -> Result<()> {
         cfg.duration = Some(Duration::from_secs_f64(args.duration));
         cfg.signal = signal;
         cfg.faults = args.faults.into();
+        cfg.channels = args.channels.max(1);
         cfg.context = args.context.plan(args.rate);
         if let Some(w) = args.wire_format {
             cfg.wire = w;
@@ -294,6 +300,37 @@ fn main() -> Result<()> {
         *emulator_thread.lock().unwrap() = Some(std::thread::spawn(move || emulator.run()));
         Ok(())
     };
+
+    if args.channels > 1 {
+        if args.output.is_some() || args.probe.is_some() {
+            anyhow::bail!("--channels does not combine with --output or --probe");
+        }
+        let ids: Vec<StreamSelector> = (0..args.channels)
+            .map(|c| StreamSelector::Id(EmulatorConfig::new(bind_any(), format).stream_id(c)))
+            .collect();
+        let per_channel = if args.wire {
+            let src = build(UdpSource::<Complex<i16>>::builder(&bind), &args, format)
+                .build_streams(ids)?;
+            eprintln!("listening on {}", src.local_addr());
+            start_emulator(src.local_addr())?;
+            run_channels(src, &args, check)?
+        } else {
+            let src =
+                build(UdpSource::<Complex32>::builder(&bind), &args, format).build_streams(ids)?;
+            eprintln!("listening on {}", src.local_addr());
+            start_emulator(src.local_addr())?;
+            run_channels(src, &args, check)?
+        };
+        if let Some(stop) = emulator_stop {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let report: Option<EmulatorReport> = match emulator_thread.lock().unwrap().take() {
+            Some(t) => Some(t.join().expect("emulator thread")?),
+            None => None,
+        };
+        summarize_channels(&args, &per_channel, report.as_ref());
+        return Ok(());
+    }
 
     let outcome = if args.wire {
         let src = build(UdpSource::<Complex<i16>>::builder(&bind), &args, format).build()?;
@@ -317,6 +354,115 @@ fn main() -> Result<()> {
     };
     summarize(&args, format, &outcome, report.as_ref());
     Ok(())
+}
+
+fn bind_any() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// What a multi-channel run measured.
+struct ChannelsOutcome {
+    stats: MultiSourceStats,
+    /// Items and ramp discontinuities per output.
+    outputs: Vec<(u64, u64)>,
+    seconds: f64,
+}
+
+/// `--channels N`: a `MultiUdpSource` with one ramp-checking sink per output.
+fn run_channels<T: RampSample>(
+    src: MultiUdpSource<T>,
+    args: &Args,
+    check: bool,
+) -> Result<ChannelsOutcome> {
+    let n = src.streams();
+    let mut fg = Flowgraph::new();
+    let src = fg.add(src);
+    let mut sinks = Vec::with_capacity(n);
+    for c in 0..n {
+        let sink = fg.add(RampCheck::<T>::new(check));
+        fg.stream(
+            &src,
+            move |b| b.outputs().get_mut(c).expect("an output per stream"),
+            &sink,
+            |b| b.input(),
+        )?;
+        sinks.push(sink);
+    }
+    let start = Instant::now();
+    let running = args.tuning.runtime().start(fg)?;
+    let handle = running.handle();
+    let limit = args.duration + if args.listen.is_some() { 0.0 } else { 10.0 };
+    let done = Arc::new(AtomicBool::new(false));
+    let stopper = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            while start.elapsed().as_secs_f64() < limit && !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = futuresdr::futures::executor::block_on(handle.stop());
+        })
+    };
+    let fg = running.wait()?;
+    done.store(true, Ordering::Relaxed);
+    let _ = stopper.join();
+    let outputs = sinks
+        .iter()
+        .map(|s| {
+            let s = fg.block(s)?;
+            Ok((s.items(), s.discontinuities()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ChannelsOutcome {
+        stats: fg.block(&src)?.stats(),
+        outputs,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn summarize_channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorReport>) {
+    let sent = emu.map(|r| (r.samples_sent + r.dropped_samples) / args.channels as u64);
+    let channels: Vec<serde_json::Value> = o
+        .stats
+        .streams
+        .iter()
+        .zip(&o.outputs)
+        .map(|(s, &(items, disc))| {
+            let received = items - s.stream.zeros_inserted;
+            serde_json::json!({
+                "stream": s.selector,
+                "received": received,
+                "missed": s.missed,
+                "missed_samples": s.stream.missed_items,
+                "zeros": s.stream.zeros_inserted,
+                "success_rate": received as f64 / sent.unwrap_or(received + s.stream.missed_items).max(1) as f64,
+                "discontinuities": disc,
+            })
+        })
+        .collect();
+    if args.json {
+        let json = serde_json::json!({
+            "seconds": o.seconds,
+            "sent_per_channel": sent,
+            "channels": channels,
+            "skipped_by_stream": o.stats.skipped_by_stream,
+            "stats": o.stats.engine,
+            "emulator": emu,
+        });
+        println!("{json}");
+        return;
+    }
+    println!("{:<24} {:.2} s", "duration", o.seconds);
+    if let Some(sent) = sent {
+        println!("{:<24} {sent}", "samples sent / channel");
+    }
+    for (c, ch) in channels.iter().enumerate() {
+        println!("channel {c}: {ch}");
+    }
+    for (k, v) in &o.stats.skipped_by_stream {
+        println!("{:<24} {v} datagrams of {k}", "skipped");
+    }
+    println!("{:<24} {}", "kernel drops", o.stats.engine.kernel_drops);
+    println!("{:<24} {}", "overflows", o.stats.engine.overflow);
 }
 
 /// Samples that never reached the flowgraph: those of the gaps the sequence numbers show,

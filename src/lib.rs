@@ -91,8 +91,8 @@ pub use ramp_check::{RampCheck, RampSample};
 pub use sigmf_sink::{SigmfItem, SigmfSink, SigmfSinkBuilder};
 pub use udp_sink::{UdpSink, UdpSinkBuilder};
 pub use udp_source::{
-    InPlaceUdpSource, RxTime, SourceStats, TAG_EOB, TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME,
-    UdpSource, UdpSourceBuilder,
+    InPlaceUdpSource, MultiSourceStats, MultiUdpSource, RxTime, SourceStats, StreamStats, TAG_EOB,
+    TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, UdpSource, UdpSourceBuilder,
 };
 
 /// Everything an application embedding the blocks usually needs.

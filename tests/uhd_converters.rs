@@ -3,7 +3,7 @@
 //! the scale factors UHD's streamers use, and every value fsdr-net produces must be bit for bit
 //! UHD's. Then streams: UHD-encoded `sc16_item32_be` samples in DIFI/VRT packets through a
 //! `UdpSource<Complex32>` come out as exactly UHD's fc32, and so do UHD's sc8 samples in a
-//! DIFI sc8 stream.
+//! DIFI sc8 stream; and `usrp_rx --listen … --format vrt --output FILE` writes UHD's fc32.
 //!
 //! Without UHD's headers the tests say so and pass, unless `FSDR_NET_REQUIRE_UHD` is set
 //! (`cargo xtask test` sets it once it has installed `libuhd-dev`).
@@ -136,11 +136,22 @@ fn through_source(payload: &[u8], per_packet: usize, wire: WireFormat) -> Result
     let snk = VectorSink::<Complex32>::new(payload.len());
     let mut fg = Flowgraph::new();
     connect!(fg, src > snk);
+    let packets = vrt_packets(payload, per_packet, wire);
+    send_later(packets, to);
+    let fg = Runtime::new().run(fg)?;
+    let s = fg.block(&src)?.stats();
+    assert_eq!((s.missed, s.malformed), (0, 0), "{}", s.engine);
+    Ok(fg.block(&snk)?.items().to_vec())
+}
+
+/// `payload` cut into VITA-49 data packets of `per_packet` bytes, with sequence numbers and
+/// sample-count timestamps.
+fn vrt_packets(payload: &[u8], per_packet: usize, wire: WireFormat) -> Vec<Vec<u8>> {
     let bytes_per_sample = match wire {
         WireFormat::Sc8Difi => 2,
         _ => 4,
     };
-    let packets: Vec<Vec<u8>> = payload
+    payload
         .chunks(per_packet)
         .enumerate()
         .map(|(k, chunk)| {
@@ -155,7 +166,11 @@ fn through_source(payload: &[u8], per_packet: usize, wire: WireFormat) -> Result
             dg[header..].copy_from_slice(chunk);
             dg
         })
-        .collect();
+        .collect()
+}
+
+/// Sends `packets` to `to` from another thread, 200 µs apart, after 200 ms.
+fn send_later(packets: Vec<Vec<u8>>, to: std::net::SocketAddr) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -163,11 +178,64 @@ fn through_source(payload: &[u8], per_packet: usize, wire: WireFormat) -> Result
             tx.send_to(&p, to).unwrap();
             std::thread::sleep(Duration::from_micros(200));
         }
-    });
-    let fg = Runtime::new().run(fg)?;
-    let s = fg.block(&src)?.stats();
-    assert_eq!((s.missed, s.malformed), (0, 0), "{}", s.engine);
-    Ok(fg.block(&snk)?.items().to_vec())
+    })
+}
+
+/// The README's main job as a device receiver: `usrp_rx --listen … --format vrt --output F`
+/// writes exactly UHD's fc32 for a VRT stream of UHD's `sc16_item32_be` samples.
+#[test]
+fn usrp_rx_writes_uhds_fc32_for_a_vrt_stream() -> Result<()> {
+    use std::io::{BufRead, BufReader};
+    let Some(dir) = vectors() else {
+        return Ok(());
+    };
+    let wire = read(dir, "sc16_item32_be", "dec_in");
+    let want = complex(&read(dir, "sc16_item32_be", "dec_out"));
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", "usrp_rx"])
+        .status()?;
+    assert!(status.success(), "building usrp_rx");
+    let exe = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/usrp_rx");
+    let out = std::env::temp_dir().join(format!("fsdr-net-uhd-{}.fc32", std::process::id()));
+    let port = UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut rx = Command::new(exe)
+        .args(["--listen", &listen, "--format", "vrt", "--rate", "1e6"])
+        .args([
+            "--duration",
+            "30",
+            "--idle-timeout",
+            "0.5",
+            "--json",
+            "--output",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    // It says where it listens once the socket is bound.
+    let mut err = BufReader::new(rx.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("listening on") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line)? > 0,
+            "usrp_rx ended before listening"
+        );
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    send_later(
+        vrt_packets(&wire, 4 * 500, WireFormat::Sc16Item32Be),
+        listen.parse()?,
+    )
+    .join()
+    .unwrap();
+    let result = rx.wait_with_output()?;
+    assert!(result.status.success(), "usrp_rx failed");
+    let got = complex(&std::fs::read(&out)?);
+    std::fs::remove_file(&out)?;
+    assert_bits(&got, &want, "usrp_rx --format vrt --output");
+    Ok(())
 }
 
 #[test]

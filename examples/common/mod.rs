@@ -84,6 +84,9 @@ pub struct FaultArgs {
     /// Start the sequence numbers over after N packets.
     #[arg(long)]
     pub restart_after: Option<u64>,
+    /// With --channels: inject the faults into this channel only (0-based).
+    #[arg(long)]
+    pub fault_channel: Option<usize>,
 }
 
 impl From<FaultArgs> for Faults {
@@ -93,6 +96,7 @@ impl From<FaultArgs> for Faults {
             reorder_every: f.reorder_every,
             duplicate_every: f.duplicate_every,
             restart_after: f.restart_after,
+            channel: f.fault_channel,
         }
     }
 }

@@ -16,6 +16,8 @@ fuzz_target!(|data: &[u8]| {
         && let Ok(again) = emit_context(&ctx, 0, ctx.sample_count)
         && let Ok(back) = parse_context(&again)
     {
-        assert_eq!(back.changes(Some(&ctx)), [], "{ctx:?} → {back:?}");
+        // Every setting the packet carried survives (a DIFI standard context that lacks
+        // some comes back with the missing ones as zeros, as DIFI requires them present).
+        assert_eq!(ctx.changes(Some(&back)), [], "{ctx:?} → {back:?}");
     }
 });

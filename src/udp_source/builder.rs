@@ -9,12 +9,12 @@ use fsdr_net_io::depacketizer::{Depacketizer, DepacketizerConfig};
 use fsdr_net_io::engine::ReuseportSpread;
 use fsdr_net_io::sample::{Decoder, Item, WireFormat};
 use fsdr_net_io::socket::{Multicast, SourceFilter};
-use fsdr_net_io::{Backend, Engine, EngineConfig, Format};
+use fsdr_net_io::{Backend, Engine, EngineConfig, Format, StreamSelector};
 use fsdr_net_lttng::Marks;
 
 use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
 
-use super::{InPlaceUdpSource, UdpSource};
+use super::{InPlaceUdpSource, MultiUdpSource, UdpSource};
 use crate::Error;
 use crate::probe::ProbeSpec;
 
@@ -370,6 +370,59 @@ impl<T: Item> UdpSourceBuilder<T> {
             self.idle_finish
                 .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
             block,
+        );
+        src.batch_workers = self.batch_workers;
+        Ok(src)
+    }
+}
+
+impl<T: Item> UdpSourceBuilder<T> {
+    /// Opens the socket and starts the engine for a [`MultiUdpSource`]: one output per
+    /// selector, in the order given, each with the settings of this builder (format, wire
+    /// format, rates, zero-fill, …). Probe marks are per stream and not supported here.
+    pub fn build_streams(
+        self,
+        streams: impl IntoIterator<Item = StreamSelector>,
+    ) -> Result<MultiUdpSource<T>, Error> {
+        let selectors: Vec<StreamSelector> = streams.into_iter().collect();
+        if selectors.is_empty() {
+            return Err(Error::config(
+                "build_streams needs at least one stream selector",
+            ));
+        }
+        if let Some(dup) = selectors
+            .iter()
+            .enumerate()
+            .find(|(i, s)| selectors[..*i].contains(s))
+        {
+            return Err(Error::config(format!(
+                "stream selector {} is given twice",
+                dup.1
+            )));
+        }
+        let Parts {
+            cfg,
+            decoder,
+            dp_cfg,
+            block: _,
+        } = self.parts()?;
+        if dp_cfg.marks.is_some() {
+            return Err(Error::config(
+                "probe marks are not supported on a multi-stream source",
+            ));
+        }
+        let streams = selectors
+            .into_iter()
+            .map(|s| (s, Depacketizer::new(decoder, dp_cfg.clone())))
+            .collect();
+        let engine = Engine::start(cfg.clone())?;
+        let mut src = MultiUdpSource::new(
+            engine,
+            streams,
+            cfg.slot_size,
+            self.buffer_datagrams.unwrap_or(16),
+            self.idle_finish
+                .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
         );
         src.batch_workers = self.batch_workers;
         Ok(src)

@@ -4,6 +4,7 @@
 
 mod builder;
 mod inplace;
+mod multi;
 mod stats;
 
 use std::future::Future;
@@ -23,6 +24,7 @@ use futuresdr::runtime::dev::prelude::*;
 pub use builder::UdpSourceBuilder;
 pub use fsdr_net_io::depacketizer::RxTime;
 pub use inplace::InPlaceUdpSource;
+pub use multi::{MultiSourceStats, MultiUdpSource, StreamStats};
 pub use stats::SourceStats;
 
 use crate::probe::ProbeSpec;

@@ -2,7 +2,8 @@
 //!
 //! * `cargo xtask test [--no-loom]`: installs what the tests need (Debian packages when run
 //!   as root), then runs rustfmt, clippy (also with `--features lttng` and fsdr-net-io
-//!   without io_uring), every test of the workspace, quietly, and the loom models.
+//!   without io_uring), every test of the workspace and the doc tests, quietly, `cargo doc`
+//!   with warnings as errors, and the loom models.
 //! * `cargo xtask fuzz --seconds S`: runs every `cargo fuzz` target for S seconds from a seed
 //!   corpus of valid packets emitted by `fsdr-net-io` (installs cargo-fuzz when missing).
 //! * `cargo xtask loss [--seconds S] [--rates 100,200,400,800,unpaced] [--find-max]`: what each
@@ -268,6 +269,12 @@ fn test(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
     run(cargo()
         .env("FUTURESDR_LOG", &log)
         .args(["test", "--quiet", "--workspace", "--doc"]))?;
+    run(cargo().env("RUSTDOCFLAGS", "-D warnings").args([
+        "doc",
+        "--quiet",
+        "--no-deps",
+        "--workspace",
+    ]))?;
     if loom {
         loom_models()?;
     }

@@ -63,6 +63,8 @@ pub struct Faults {
     pub duplicate_every: Option<u64>,
     /// After N packets, start the sequence numbers over (as when a device re-arms).
     pub restart_after: Option<u64>,
+    /// With several channels: inject the faults into this channel only (`None`: every one).
+    pub channel: Option<usize>,
 }
 
 /// How to emulate.
@@ -103,6 +105,11 @@ pub struct EmulatorConfig {
     pub wire: WireFormat,
     /// VRT: IF context packets to send beside the data (none by default).
     pub context: Option<ContextPlan>,
+    /// Channels, as a multi-channel radio streams them to one port: one packet of each per
+    /// period of `spp` samples, interleaved, each a stream of its own (VRT stream IDs 1, 2,
+    /// …; CHDR destination endpoints 0, 1, …) with its own sequence numbers. Default 1.
+    /// `rate` is per channel; the report's packet and sample counts add up every channel.
+    pub channels: usize,
 }
 
 /// The IF context packets a VRT emulator sends: before the first data packet, every `every`
@@ -143,6 +150,7 @@ impl EmulatorConfig {
             burst: Duration::from_micros(100),
             wire: Self::default_wire(format),
             context: None,
+            channels: 1,
         }
     }
 
@@ -153,6 +161,14 @@ impl EmulatorConfig {
         match format {
             Format::Vrt => WireFormat::Sc16Item32Be,
             _ => WireFormat::Sc16Chdr,
+        }
+    }
+
+    /// The stream ID of channel `c` (VRT stream ID, CHDR destination endpoint).
+    pub fn stream_id(&self, c: usize) -> u32 {
+        match self.format {
+            Format::Vrt => 1 + c as u32,
+            _ => c as u32,
         }
     }
 
@@ -220,7 +236,8 @@ pub struct EmulatorReport {
     pub send_errors: u64,
     /// Wall time.
     pub seconds: f64,
-    /// Achieved rate in samples per second (sent and dropped samples over wall time).
+    /// Achieved rate in samples per second per channel (sent and dropped samples over wall
+    /// time).
     pub rate: f64,
     /// Samples per packet.
     pub spp: usize,
@@ -256,6 +273,15 @@ impl Emulator {
     pub fn new(cfg: EmulatorConfig) -> Result<Self, Error> {
         if !(cfg.rate > 0.0 && cfg.tick_rate > 0.0) {
             return Err(Error::config("rate and tick rate must be positive"));
+        }
+        if cfg.channels == 0
+            || (cfg.channels > 1 && !matches!(cfg.format, Format::Vrt | Format::Chdr))
+        {
+            return Err(Error::config(format!(
+                "{} channels: several channels need a format with stream IDs (vrt or chdr), \
+                 and at least one",
+                cfg.channels
+            )));
         }
         let encoder = Encoder::<Complex<i16>>::new(cfg.wire)
             .ok()
@@ -341,31 +367,42 @@ impl Emulator {
         let spp = cfg.samples_per_packet();
         let header = cfg.header_len();
         let first_seq = cfg.format.first_seq();
-        let mut framer = Framer::new(cfg.format);
+        let channels = cfg.channels;
         let (start_ticks, ticks_per_sample) = cfg.clock();
-        if cfg.timestamps() {
-            framer = framer.timestamps(start_ticks, ticks_per_sample);
-        }
+        let mut framers: Vec<Framer> = (0..channels)
+            .map(|c| {
+                let mut framer = Framer::new(cfg.format);
+                if channels > 1 {
+                    framer = framer.stream_id(cfg.stream_id(c));
+                }
+                if cfg.timestamps() {
+                    framer = framer.timestamps(start_ticks, ticks_per_sample);
+                }
+                framer
+            })
+            .collect();
         let full = header + 4 * spp;
         const BATCH: usize = 32;
         let per_call = cfg.packets_per_call();
-        // Room for a batch plus duplicates and a held-back reordered packet.
-        let mut buf = vec![0u8; full * (2 * BATCH + 2)];
+        // Room for a batch of every channel plus duplicates and a held-back packet.
+        let mut buf = vec![0u8; full * channels * (2 * BATCH + 2)];
         let mut pacer = (!cfg.unpaced).then(|| {
-            let bytes_per_s = cfg.rate / spp as f64 * full as f64;
-            Pacer::new(bytes_per_s, full * 4.max(per_call))
+            let bytes_per_s = cfg.rate / spp as f64 * full as f64 * channels as f64;
+            Pacer::new(bytes_per_s, full * channels * 4.max(per_call))
         });
         let mut r = EmulatorReport {
             spp,
             ..Default::default()
         };
         let f = cfg.faults;
+        let faulty = |c: usize| f.channel.is_none_or(|x| x == c);
         let every = |n: Option<u64>, k: u64| n.is_some_and(|n| n > 0 && k.is_multiple_of(n));
         let start = Instant::now();
         let mut packet = 0u64; // packets the device produced (sent or dropped)
         let mut sample = 0u64;
-        let mut held: Option<Vec<u8>> = None;
-        let mut sizes: Vec<usize> = Vec::with_capacity(2 * BATCH + 2);
+        // A packet held back to go after its successor, and its channel.
+        let mut held: Option<(usize, Vec<u8>)> = None;
+        let mut sizes: Vec<usize> = Vec::with_capacity(channels * (2 * BATCH + 2));
         let mut attempted = 0u64;
         let plan = cfg.context.filter(|_| cfg.format == Format::Vrt);
         // The data packet before which the last context packet went out (1-based).
@@ -388,31 +425,34 @@ impl Emulator {
                 context_before = packet + 1;
                 let retuned = p.retune.filter(|&(after, _, _)| packet >= after);
                 let (rate, freq) = retuned.map_or((cfg.rate, p.rf_freq), |(_, r, f)| (r, f));
-                let ctx = crate::format::vrt::context::IfContext {
-                    stream_id: Some(1),
-                    changed: packet == 0 || retuned.is_some_and(|(after, _, _)| packet == after),
-                    sample_rate_sps: Some(rate),
-                    rf_ref_freq_hz: Some(freq),
-                    bandwidth_hz: Some(0.8 * rate),
-                    gain_db: Some((p.gain_db, 0.0)),
-                    class_id: p.difi.then_some((
-                        crate::format::vrt::DIFI_OUI,
-                        crate::format::vrt::context::DIFI_INFO_CLASS,
-                        crate::format::vrt::context::DIFI_CONTEXT_CLASS,
-                    )),
-                    ..Default::default()
-                };
-                let ticks = start_ticks + (sample as f64 * ticks_per_sample) as u64;
-                let bytes = crate::format::vrt::context::emit_context(
-                    &ctx,
-                    (r.context_sent % 16) as u8,
-                    Some(ticks),
-                )
-                .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::InvalidData, e)))?;
-                attempted += 1;
-                r.context_sent += 1;
-                if let Err(e) = self.sender.send_datagrams(&[&bytes]) {
-                    tracing::debug!(error = %e, "emulator send failed");
+                for c in 0..channels {
+                    let ctx = crate::format::vrt::context::IfContext {
+                        stream_id: Some(cfg.stream_id(c)),
+                        changed: packet == 0
+                            || retuned.is_some_and(|(after, _, _)| packet == after),
+                        sample_rate_sps: Some(rate),
+                        rf_ref_freq_hz: Some(freq),
+                        bandwidth_hz: Some(0.8 * rate),
+                        gain_db: Some((p.gain_db, 0.0)),
+                        class_id: p.difi.then_some((
+                            crate::format::vrt::DIFI_OUI,
+                            crate::format::vrt::context::DIFI_INFO_CLASS,
+                            crate::format::vrt::context::DIFI_CONTEXT_CLASS,
+                        )),
+                        ..Default::default()
+                    };
+                    let ticks = start_ticks + (sample as f64 * ticks_per_sample) as u64;
+                    let bytes = crate::format::vrt::context::emit_context(
+                        &ctx,
+                        ((r.context_sent / channels as u64) % 16) as u8,
+                        Some(ticks),
+                    )
+                    .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+                    attempted += 1;
+                    r.context_sent += 1;
+                    if let Err(e) = self.sender.send_datagrams(&[&bytes]) {
+                        tracing::debug!(error = %e, "emulator send failed");
+                    }
                 }
             }
             for _ in 0..per_call {
@@ -434,49 +474,56 @@ impl Emulator {
                 let len = header + 4 * n;
                 packet += 1;
                 if f.restart_after.is_some_and(|a| packet == a + 1) {
-                    framer.set_seq(first_seq);
+                    for (c, framer) in framers.iter_mut().enumerate() {
+                        if faulty(c) {
+                            framer.set_seq(first_seq);
+                        }
+                    }
                     r.restarts += 1;
                 }
-                if every(f.drop_every, packet) {
-                    framer.skip(1, n as u64);
-                    r.dropped += 1;
-                    r.dropped_samples += n as u64;
-                    sample += n as u64;
-                    continue;
-                }
-                let dg = &mut buf[used..used + len];
-                framer
-                    .frame(dg, n as u64, 0)
-                    .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
-                self.fill(sample, &mut dg[header..]);
-                sample += n as u64;
-                r.packets_sent += 1;
-                r.samples_sent += n as u64;
-                if every(f.reorder_every, packet) && held.is_none() {
-                    held = Some(buf[used..used + len].to_vec());
-                    r.reordered += 1;
-                    continue;
-                }
-                sizes.push(len);
-                used += len;
-                if every(f.duplicate_every, packet) {
-                    buf.copy_within(used - len..used, used);
+                for (c, framer) in framers.iter_mut().enumerate() {
+                    if faulty(c) && every(f.drop_every, packet) {
+                        framer.skip(1, n as u64);
+                        r.dropped += 1;
+                        r.dropped_samples += n as u64;
+                        continue;
+                    }
+                    let dg = &mut buf[used..used + len];
+                    framer
+                        .frame(dg, n as u64, 0)
+                        .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
+                    self.fill(sample, &mut dg[header..]);
+                    r.packets_sent += 1;
+                    r.samples_sent += n as u64;
+                    if faulty(c) && every(f.reorder_every, packet) && held.is_none() {
+                        held = Some((c, buf[used..used + len].to_vec()));
+                        r.reordered += 1;
+                        continue;
+                    }
                     sizes.push(len);
                     used += len;
-                    r.duplicated += 1;
+                    if faulty(c) && every(f.duplicate_every, packet) {
+                        buf.copy_within(used - len..used, used);
+                        sizes.push(len);
+                        used += len;
+                        r.duplicated += 1;
+                    }
+                    // A held packet goes right after its successor in its own channel.
+                    if held.as_ref().is_some_and(|(hc, _)| *hc == c) {
+                        let (_, h) = held.take().expect("held");
+                        buf[used..used + h.len()].copy_from_slice(&h);
+                        sizes.push(h.len());
+                        used += h.len();
+                    }
                 }
-                if let Some(h) = held.take() {
-                    buf[used..used + h.len()].copy_from_slice(&h);
-                    sizes.push(h.len());
-                    used += h.len();
-                }
+                sample += n as u64;
             }
             if used == 0 && !ended {
                 // Every packet of this call was dropped or held back by a fault.
                 continue 'stream;
             }
             if used == 0 {
-                if let Some(h) = held.take() {
+                if let Some((_, h)) = held.take() {
                     // The stream ended right after a held packet: it goes last.
                     attempted += 1;
                     if let Err(e) = self.sender.send_datagrams(&[&h]) {
@@ -507,7 +554,8 @@ impl Emulator {
         }
         r.send_errors = attempted - self.sender.stats().datagrams;
         r.seconds = start.elapsed().as_secs_f64();
-        r.rate = (r.samples_sent + r.dropped_samples) as f64 / r.seconds.max(1e-9);
+        r.rate =
+            (r.samples_sent + r.dropped_samples) as f64 / channels as f64 / r.seconds.max(1e-9);
         Ok(r)
     }
 }
@@ -668,6 +716,36 @@ mod tests {
     }
 
     #[test]
+    fn channels_interleave_with_their_own_ids_and_faults_stay_in_theirs() {
+        let mut c = base(Format::Vrt);
+        c.channels = 2;
+        c.faults = Faults {
+            drop_every: Some(10),
+            reorder_every: Some(7),
+            channel: Some(1),
+            ..Faults::default()
+        };
+        let (r, got) = capture(c);
+        assert_eq!(r.dropped, 5);
+        assert_eq!(r.packets_sent, 95);
+        let seqs = |id: u32| -> Vec<u64> {
+            got.iter()
+                .map(|dg| Format::Vrt.parse(dg).unwrap())
+                .filter(|i| i.stream_id == Some(id))
+                .map(|i| i.seq.unwrap())
+                .collect()
+        };
+        // Channel 0 (stream 1) is whole and in order; channel 1 (stream 2) has its drops
+        // and its reorders (VRT counts modulo 16).
+        let s1 = seqs(1);
+        assert_eq!(s1, (0..50).map(|k| k % 16).collect::<Vec<_>>());
+        let s2 = seqs(2);
+        assert_eq!(s2.len(), 45);
+        assert_ne!(s2, (0..45).map(|k| k % 16).collect::<Vec<_>>());
+        assert_eq!(got.len(), 95);
+    }
+
+    #[test]
     fn faults_happen_exactly_where_asked() {
         let mut c = base(Format::Seq64);
         // 51 packets: the last dropped one (50) has a successor, so it can be seen missing.
@@ -677,6 +755,7 @@ mod tests {
             reorder_every: Some(7),
             duplicate_every: Some(9),
             restart_after: None,
+            channel: None,
         };
         let (r, got) = capture(c);
         assert_eq!(r.dropped, 5); // packets 10, 20, 30, 40, 50

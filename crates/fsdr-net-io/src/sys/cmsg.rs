@@ -149,11 +149,16 @@ pub fn parse_control(control: &[u8], meta: &mut RecvMeta) {
                 None => meta.control_malformed = true,
             },
             (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) if m.data.len() >= TIMESPEC => {
-                match (long_at(m.data, 0), long_at(m.data, 1)) {
-                    (Some(s), Some(ns)) if s >= 0 && (0..1_000_000_000).contains(&ns) => {
-                        meta.timestamp_ns = Some(s as u64 * 1_000_000_000 + ns as u64);
-                    }
-                    _ => meta.control_malformed = true,
+                // Seconds beyond what u64 nanoseconds hold (year 2554) are not a kernel's.
+                let ns = match (long_at(m.data, 0), long_at(m.data, 1)) {
+                    (Some(s), Some(ns)) if s >= 0 && (0..1_000_000_000).contains(&ns) => (s as u64)
+                        .checked_mul(1_000_000_000)
+                        .and_then(|t| t.checked_add(ns as u64)),
+                    _ => None,
+                };
+                match ns {
+                    Some(ns) => meta.timestamp_ns = Some(ns),
+                    None => meta.control_malformed = true,
                 }
             }
             (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => meta.control_malformed = true,
@@ -232,6 +237,20 @@ mod tests {
         let mut m = meta();
         parse_control(&big, &mut m);
         assert_eq!(m.kernel_drops, None);
+        assert!(m.control_malformed);
+    }
+
+    /// Found by the `cmsg` fuzz target: seconds whose nanoseconds overflow a u64 panicked
+    /// (overflow checks) or wrapped.
+    #[test]
+    fn a_timestamp_beyond_u64_nanoseconds_is_malformed_not_a_panic() {
+        let mut ts = Vec::new();
+        ts.extend_from_slice(&(libc::c_long::MAX).to_ne_bytes());
+        ts.extend_from_slice(&(5 as libc::c_long).to_ne_bytes());
+        let buf = record(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, &ts);
+        let mut m = meta();
+        parse_control(&buf, &mut m);
+        assert_eq!(m.timestamp_ns, None);
         assert!(m.control_malformed);
     }
 

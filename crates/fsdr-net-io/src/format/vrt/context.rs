@@ -214,8 +214,67 @@ fn vita(e: impl std::fmt::Display) -> FormatError {
     FormatError::Context(e.to_string())
 }
 
+/// CIF1 fields the `vita49` crate (2.0) does not implement and panics on: 3-D pointing
+/// vector structure (28), array of CIFs (11), sector scan (9), index list (7).
+const CIF1_UNSUPPORTED: u32 = (1 << 28) | (1 << 11) | (1 << 9) | (1 << 7);
+/// CIF3 fields it does not implement: age (17), shelf life (16).
+const CIF3_UNSUPPORTED: u32 = (1 << 17) | (1 << 16);
+/// CIF0's variable-length fields, GPS ASCII (10) and context association lists (9): the
+/// crate allocates what their count words say (gigabytes from a crafted packet) before it
+/// checks them against the packet.
+const CIF0_UNSUPPORTED: u32 = (1 << 10) | (1 << 9);
+
+/// Refuses, before the `vita49` crate sees them, context packets with fields that crate does
+/// not implement (it panics on them): found by the `vrt_context` fuzz target.
+fn check_supported(datagram: &[u8]) -> Result<(), FormatError> {
+    // Only IF and extension context packets (types 4, 5) go to the crate: it also parses
+    // command packets, whose payloads are laid out otherwise.
+    if !matches!(datagram.first().map(|b| b >> 4), Some(4 | 5)) {
+        return Err(FormatError::Context("not a context packet".into()));
+    }
+    let info = crate::format::Format::Vrt.parse(datagram)?;
+    let words: Vec<u32> = datagram[info.payload()]
+        .chunks_exact(4)
+        .take(5)
+        .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let Some(&cif0) = words.first() else {
+        return Err(FormatError::Context("context packet without CIF0".into()));
+    };
+    if cif0 & CIF0_UNSUPPORTED != 0 {
+        return Err(FormatError::Context(format!(
+            "CIF0 fields {:#010x} (GPS ASCII, context association lists) are not supported",
+            cif0 & CIF0_UNSUPPORTED
+        )));
+    }
+    // The enabled CIF words follow CIF0 in order: CIF1, CIF2, CIF3, CIF7.
+    let mut next = 1;
+    for (bit, name, unsupported) in [
+        (1, "CIF1", CIF1_UNSUPPORTED),
+        (2, "CIF2", 0),
+        (3, "CIF3", CIF3_UNSUPPORTED),
+        (7, "CIF7", 0),
+    ] {
+        if cif0 & (1 << bit) == 0 {
+            continue;
+        }
+        let Some(&w) = words.get(next) else {
+            return Err(FormatError::Context(format!("{name} word missing")));
+        };
+        if w & unsupported != 0 {
+            return Err(FormatError::Context(format!(
+                "{name} fields {:#010x} are not supported",
+                w & unsupported
+            )));
+        }
+        next += 1;
+    }
+    Ok(())
+}
+
 /// Parses a VRT context packet (types 4 and 5).
 pub fn parse_context(datagram: &[u8]) -> Result<IfContext, FormatError> {
+    check_supported(datagram)?;
     let packet = Vrt::try_from(datagram).map_err(vita)?;
     if packet.header().packet_type() != PacketType::Context {
         return Err(FormatError::Context("not a context packet".into()));
@@ -297,6 +356,43 @@ pub fn emit_context(
         p.set_fractional_timestamp(Some(t), Tsf::SampleCount)
             .map_err(vita)?;
     }
+    // The fixed-point fields hold a bounded range; the `vita49` setters panic outside it.
+    const U44: f64 = (1u64 << 44) as f64;
+    const I43: f64 = (1u64 << 43) as f64;
+    for (name, v, lo, hi) in [
+        ("bandwidth", ctx.bandwidth_hz, 0.0, U44),
+        ("rf_freq", ctx.rf_ref_freq_hz, 0.0, U44),
+        ("sample_rate", ctx.sample_rate_sps, 0.0, U44),
+        ("if_freq", ctx.if_ref_freq_hz, -I43, I43),
+        ("rf_offset", ctx.rf_offset_hz, -I43, I43),
+        ("if_band_offset", ctx.if_band_offset_hz, -I43, I43),
+        (
+            "reference_level",
+            ctx.reference_level_dbm.map(f64::from),
+            -256.0,
+            256.0,
+        ),
+        (
+            "gain stage 1",
+            ctx.gain_db.map(|g| f64::from(g.0)),
+            -256.0,
+            256.0,
+        ),
+        (
+            "gain stage 2",
+            ctx.gain_db.map(|g| f64::from(g.1)),
+            -256.0,
+            256.0,
+        ),
+    ] {
+        if let Some(v) = v
+            && !(v >= lo && v < hi)
+        {
+            return Err(FormatError::Context(format!(
+                "{name} {v} is outside what VITA-49 can carry ({lo} to below {hi})"
+            )));
+        }
+    }
     let c = p.payload_mut().context_mut().map_err(vita)?;
     c.set_context_changed(ctx.changed);
     let zero_if_difi = |v: Option<f64>| v.or(difi_standard.then_some(0.0));
@@ -364,6 +460,66 @@ mod tests {
             payload_format: Some(0xA000_01CF_0000_0000),
             class_id: None,
             difi: None,
+        }
+    }
+
+    /// Found by the `vrt_context` fuzz target: a context packet with CIF1's "array of CIFs"
+    /// bit made the `vita49` crate panic (unimplemented field). It is an error now.
+    #[test]
+    fn fields_the_vita49_crate_does_not_implement_are_an_error_not_a_panic() {
+        const CRASH: [u8; 94] = [
+            0x49, 0x12, 0x00, 0x1a, 0x00, 0x00, 0x00, 0x01, 0x02, 0x6a, 0x62, 0x1e, 0x00, 0x00,
+            0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0xe8, 0xfb, 0xb9, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0xf0,
+            0xd1, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        ];
+        assert!(parse_context(&CRASH).is_err());
+        // A well-formed packet whose CIF1 announces each unimplemented field.
+        let ok = emit_context(&full(), 0, None).unwrap();
+        let info = crate::format::Format::Vrt.parse(&ok).unwrap();
+        let at = info.payload().start;
+        for bit in [28u32, 11, 9, 7] {
+            let mut p = ok.clone();
+            let cif0 = u32::from_be_bytes(p[at..at + 4].try_into().unwrap()) | 0b10;
+            p[at..at + 4].copy_from_slice(&cif0.to_be_bytes());
+            p.splice(at + 4..at + 4, (1u32 << bit).to_be_bytes());
+            let words = (p.len() / 4) as u16;
+            p[2..4].copy_from_slice(&words.to_be_bytes());
+            let e = parse_context(&p).expect_err("unsupported CIF1 field");
+            assert!(e.to_string().contains("CIF1"), "{e}");
+        }
+    }
+
+    /// Found by the `vrt_context` fuzz target: a sample rate that parsed to 2^44 Hz (the
+    /// top of the field, rounded up as an f64) panicked when emitted again.
+    #[test]
+    fn values_beyond_the_fixed_point_range_are_an_error_not_a_panic() {
+        for ctx in [
+            IfContext {
+                sample_rate_sps: Some((1u64 << 44) as f64),
+                ..full()
+            },
+            IfContext {
+                rf_ref_freq_hz: Some(-1.0),
+                ..full()
+            },
+            IfContext {
+                if_ref_freq_hz: Some(f64::NAN),
+                ..full()
+            },
+            IfContext {
+                reference_level_dbm: Some(300.0),
+                ..full()
+            },
+            IfContext {
+                gain_db: Some((0.0, f32::INFINITY)),
+                ..full()
+            },
+        ] {
+            assert!(emit_context(&ctx, 0, None).is_err(), "{ctx:?}");
         }
     }
 

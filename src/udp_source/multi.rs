@@ -1,0 +1,385 @@
+//! [`MultiUdpSource`]: one port, several streams (the channels of a multi-channel radio,
+//! DIFI streams told apart by stream ID), one output each.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fsdr_net_io::depacketizer::{
+    DatagramIn, Depacketizer, DepacketizerStats, GapEvent, ItemTag, TagKind,
+};
+use fsdr_net_io::format::PacketClass;
+use fsdr_net_io::format::vrt::context::ContextTracker;
+use fsdr_net_io::sample::Item;
+use fsdr_net_io::{Engine, Stats, StatsHandle, StreamSelector};
+use futuresdr::runtime::dev::prelude::*;
+use serde::Serialize;
+
+use super::{Deadline, DeadlineWait, Stop, context_pmt, gap_pmt, tags_of};
+
+/// The counters of one output of a [`MultiUdpSource`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StreamStats {
+    /// Which datagrams the output takes.
+    pub selector: String,
+    /// Datagrams delivered to this output.
+    pub datagrams: u64,
+    /// Frames missing from this stream, from its own sequence numbers.
+    pub missed: u64,
+    /// Items, zeros, gaps and copies of this output.
+    #[serde(flatten)]
+    pub stream: DepacketizerStats,
+}
+
+/// Every counter of a [`MultiUdpSource`]: the engine's (for the port), each output's, and the
+/// datagrams of streams no output asked for, per stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MultiSourceStats {
+    /// The receive engine's counters for the whole port.
+    pub engine: Stats,
+    /// One entry per output, in output order.
+    pub streams: Vec<StreamStats>,
+    /// Datagrams of streams no output selected ("skipped" per stream key).
+    pub skipped_by_stream: BTreeMap<String, u64>,
+}
+
+impl MultiSourceStats {
+    /// As a `Pmt::MapStrPmt`: every engine counter under its own name, each output's as
+    /// `"<output>.<name>"` (`0.missed`, `1.items`, …), and `skipped.<stream key>`.
+    pub fn to_pmt(&self) -> Pmt {
+        let mut m: HashMap<String, Pmt> = self
+            .engine
+            .fields()
+            .map(|(k, v)| (k.to_string(), Pmt::U64(v)))
+            .collect();
+        for (i, s) in self.streams.iter().enumerate() {
+            m.insert(format!("{i}.datagrams"), Pmt::U64(s.datagrams));
+            m.insert(format!("{i}.missed"), Pmt::U64(s.missed));
+            for (k, v) in s.stream.fields() {
+                m.insert(format!("{i}.{k}"), Pmt::U64(v));
+            }
+        }
+        for (k, v) in &self.skipped_by_stream {
+            m.insert(format!("skipped.{k}"), Pmt::U64(*v));
+        }
+        Pmt::MapStrPmt(m)
+    }
+}
+
+impl std::fmt::Display for MultiSourceStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{}", self.engine)?;
+        for (i, s) in self.streams.iter().enumerate() {
+            writeln!(
+                f,
+                "output {i} ({}): {} datagrams, {} missed frames, {} items ({} zeros)",
+                s.selector, s.datagrams, s.missed, s.stream.items, s.stream.zeros_inserted
+            )?;
+        }
+        for (k, v) in &self.skipped_by_stream {
+            writeln!(f, "skipped ({k}): {v} datagrams")?;
+        }
+        Ok(())
+    }
+}
+
+/// One output's state.
+struct Output<T> {
+    selector: StreamSelector,
+    dp: Depacketizer<T>,
+    datagrams: u64,
+    missed: u64,
+}
+
+/// A UDP source for several streams on one port: each datagram goes to the output whose
+/// [`StreamSelector`] matches it (VRT stream ID, CHDR destination endpoint, or sender), and
+/// each output has its own sequence tracking, zero-fill, gap, time, end-of-burst and
+/// context tags and counters, exactly as a [`UdpSource`](crate::UdpSource) of that stream
+/// alone. Datagrams no output asked for are counted per stream key
+/// ([`MultiSourceStats::skipped_by_stream`]) and dropped. Built with
+/// [`UdpSourceBuilder::build_streams`](crate::UdpSourceBuilder::build_streams); every
+/// backend works.
+///
+/// The outputs are filled in arrival order: when one output has no room, the source waits
+/// for its reader before taking more datagrams (as a multi-channel radio's channels are read
+/// together).
+///
+/// # Stream Outputs
+///
+/// `outputs[0]`, `outputs[1]`, …: the samples of each selected stream, with tags.
+///
+/// # Message Outputs
+///
+/// `missed`: one `MapStrPmt` per gap (`output`, `frames`, `items`, `seq`). `context`: the
+/// VRT/DIFI context of a stream when it changes (with `stream_id`). `stats`: the final
+/// counters when the source ends ([`MultiSourceStats::to_pmt`]).
+///
+/// # Usage
+/// ```no_run
+/// use fsdr_net::prelude::*;
+/// use fsdr_net::io::StreamSelector;
+/// use futuresdr::blocks::NullSink;
+/// use futuresdr::num_complex::Complex32;
+/// use futuresdr::runtime::macros::connect;
+/// use futuresdr::runtime::{Flowgraph, Runtime};
+///
+/// # fn main() -> anyhow::Result<()> {
+/// let src = UdpSource::<Complex32>::builder("0.0.0.0:49000")
+///     .format(Format::Vrt)
+///     .sample_rate(50e6)
+///     .build_streams([StreamSelector::Id(1), StreamSelector::Id(2)])?;
+/// let (a, b) = (NullSink::<Complex32>::new(), NullSink::<Complex32>::new());
+/// let mut fg = Flowgraph::new();
+/// connect!(fg, src.outputs[0] > a; src.outputs[1] > b);
+/// Runtime::new().run(fg)?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Block)]
+#[message_outputs(missed, stats, context)]
+pub struct MultiUdpSource<T: Item> {
+    #[output]
+    outputs: Vec<DefaultCpuWriter<T>>,
+    streams: Vec<Output<T>>,
+    engine: Option<Engine>,
+    stats_handle: StatsHandle,
+    local_addr: SocketAddr,
+    final_stats: Option<Stats>,
+    max_datagram: usize,
+    idle_finish: Option<(Duration, Duration)>,
+    started: Option<Instant>,
+    last_data: Option<Instant>,
+    deadline: Arc<Mutex<Deadline>>,
+    skipped: BTreeMap<String, u64>,
+    contexts: ContextTracker,
+    pub(super) batch_workers: bool,
+}
+
+impl<T: Item> MultiUdpSource<T> {
+    pub(super) fn new(
+        engine: Engine,
+        streams: Vec<(StreamSelector, Depacketizer<T>)>,
+        max_datagram: usize,
+        buffer_datagrams: usize,
+        idle_finish: Option<(Duration, Duration)>,
+    ) -> Self {
+        let outputs = streams
+            .iter()
+            .map(|(_, dp)| {
+                let mut o = DefaultCpuWriter::<T>::default();
+                o.set_min_buffer_size_in_items(buffer_datagrams * dp.max_items(max_datagram));
+                o
+            })
+            .collect();
+        Self {
+            outputs,
+            streams: streams
+                .into_iter()
+                .map(|(selector, dp)| Output {
+                    selector,
+                    dp,
+                    datagrams: 0,
+                    missed: 0,
+                })
+                .collect(),
+            stats_handle: engine.stats_handle(),
+            local_addr: engine.local_addr(),
+            engine: Some(engine),
+            final_stats: None,
+            max_datagram,
+            idle_finish,
+            started: None,
+            last_data: None,
+            deadline: Arc::new(Mutex::new(Deadline::new())),
+            skipped: BTreeMap::new(),
+            contexts: ContextTracker::default(),
+            batch_workers: true,
+        }
+    }
+
+    /// The bound address (with the port the kernel chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// How many outputs (streams) the source has.
+    pub fn streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Every counter: live while running, final after the flowgraph ended.
+    pub fn stats(&self) -> MultiSourceStats {
+        MultiSourceStats {
+            engine: self
+                .final_stats
+                .clone()
+                .unwrap_or_else(|| self.stats_handle.snapshot()),
+            streams: self
+                .streams
+                .iter()
+                .map(|s| StreamStats {
+                    selector: s.selector.to_string(),
+                    datagrams: s.datagrams,
+                    missed: s.missed,
+                    stream: s.dp.stats(),
+                })
+                .collect(),
+            skipped_by_stream: self.skipped.clone(),
+        }
+    }
+
+    fn fill(&mut self, gaps: &mut Vec<(usize, GapEvent)>, now: Instant) -> Stop {
+        let Some(mut engine) = self.engine.take() else {
+            return Stop::Idle;
+        };
+        let mut bufs: Vec<_> = self
+            .outputs
+            .iter_mut()
+            .map(|o| o.slice_with_tags())
+            .collect();
+        let selectors: Vec<StreamSelector> = self.streams.iter().map(|s| s.selector).collect();
+        let mut counts = vec![(0u64, 0u64); selectors.len()];
+        let mut writers: Vec<_> = self
+            .streams
+            .iter_mut()
+            .zip(bufs.iter_mut())
+            .map(|(s, (out, _))| s.dp.writer(out))
+            .collect();
+        let mut stop = Stop::Idle;
+        loop {
+            if writers.iter().any(|w| !w.fits(self.max_datagram)) {
+                stop = Stop::OutputFull;
+                break;
+            }
+            let Some(d) = engine.try_recv() else { break };
+            self.last_data = Some(now);
+            let (id, source) = (d.info().stream_id, d.meta().source);
+            let Some(i) = selectors.iter().position(|s| s.matches(id, source)) else {
+                *self
+                    .skipped
+                    .entry(StreamSelector::key_of(id, source))
+                    .or_default() += 1;
+                continue;
+            };
+            if d.info().class == PacketClass::Context {
+                for (name, value) in self.contexts.take(d.bytes()) {
+                    writers[i].tag_next_datagram(TagKind::Setting { name, value });
+                }
+                continue;
+            }
+            counts[i].0 += 1;
+            counts[i].1 += d.gap().frames;
+            writers[i].push(&DatagramIn::from_datagram(&d));
+        }
+        let done: Vec<_> = writers
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut w)| {
+                gaps.extend(w.take_gaps().into_iter().map(|g| (i, g)));
+                w.finish()
+            })
+            .collect();
+        let mut produced = Vec::with_capacity(done.len());
+        for ((n, item_tags), (_, tags)) in done.into_iter().zip(bufs.iter_mut()) {
+            for ItemTag { index, kind } in item_tags {
+                for t in tags_of(kind) {
+                    tags.add_tag(index, t);
+                }
+            }
+            produced.push(n);
+        }
+        drop(bufs);
+        for ((o, n), (s, (datagrams, missed))) in self
+            .outputs
+            .iter_mut()
+            .zip(produced)
+            .zip(self.streams.iter_mut().zip(counts))
+        {
+            o.produce(n);
+            s.datagrams += datagrams;
+            s.missed += missed;
+        }
+        self.engine = Some(engine);
+        stop
+    }
+
+    fn pending(&self) -> bool {
+        self.streams.iter().any(|s| s.dp.pending())
+    }
+}
+
+#[doc(hidden)]
+impl<T: Item> Kernel for MultiUdpSource<T> {
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        mo: &mut MessageOutputs,
+        _meta: &mut BlockMeta,
+    ) -> Result<()> {
+        if self.batch_workers {
+            crate::worker_policy::batch_this_worker();
+        }
+        let now = Instant::now();
+        let started = *self.started.get_or_insert(now);
+        if self.engine.is_none() {
+            io.finished = true;
+            return Ok(());
+        }
+        let mut gaps = Vec::new();
+        let stop = self.fill(&mut gaps, now);
+        for (i, g) in &gaps {
+            let mut pmt = gap_pmt(g);
+            if let Pmt::MapStrPmt(m) = &mut pmt {
+                m.insert("output".to_string(), Pmt::U64(*i as u64));
+            }
+            mo.post("missed", pmt).await?;
+        }
+        for c in self.contexts.drain_new() {
+            mo.post("context", context_pmt(&c)).await?;
+        }
+        if let Stop::Idle = stop {
+            let engine = self.engine.as_ref().expect("engine present");
+            let idle_end = self.idle_finish.map(|(idle, first)| match self.last_data {
+                Some(last) => last + idle,
+                None => started + first,
+            });
+            if idle_end.is_some_and(|end| now >= end)
+                && engine.next_deadline().is_none()
+                && !self.pending()
+            {
+                let engine = self.engine.take().expect("engine present");
+                self.final_stats = Some(engine.shutdown());
+                mo.post("stats", self.stats().to_pmt()).await?;
+                io.finished = true;
+                return Ok(());
+            }
+            let notified = engine.notifier().notified();
+            let mut deadline = engine.next_deadline();
+            if let Some(d) = idle_end {
+                deadline = Some(deadline.map_or(d, |x| x.min(d)));
+            }
+            match deadline {
+                Some(at) => {
+                    self.deadline
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .arm(at, now);
+                    let wait = DeadlineWait(self.deadline.clone());
+                    io.block_on(async move {
+                        futuresdr::futures::future::select(notified, wait).await;
+                    });
+                }
+                None => io.block_on(notified),
+            }
+        }
+        Ok(())
+    }
+
+    async fn deinit(&mut self, _mo: &mut MessageOutputs, _meta: &mut BlockMeta) -> Result<()> {
+        if let Some(engine) = self.engine.take() {
+            self.final_stats = Some(engine.shutdown());
+        }
+        Ok(())
+    }
+}

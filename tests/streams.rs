@@ -1,0 +1,183 @@
+//! Several streams on one port: a three-channel emulated radio (VRT stream IDs, CHDR
+//! destination endpoints) with drops in one channel, received by a `MultiUdpSource` that
+//! selects two of them. Each output's samples and `missed` counters are exact, the third
+//! stream is counted as skipped, on every backend.
+
+use std::time::Duration;
+
+use fsdr_net::io::emulator::{Emulator, EmulatorConfig, Faults, Signal, ramp_index};
+use fsdr_net::io::{Backend, StreamSelector};
+use fsdr_net::prelude::*;
+use fsdr_net::{MultiUdpSource, TAG_MISSED};
+use futuresdr::num_complex::Complex;
+use futuresdr::runtime::dev::prelude::*;
+
+const SPP: u64 = 400;
+const PACKETS: u64 = 100;
+/// Channel 1 loses packets 7, 14, …, 98 (1-based): 14 packets, each with a successor.
+const DROP_EVERY: u64 = 7;
+
+/// Keeps a stream's samples and the frames its `rx_missed` tags announce.
+#[derive(Block)]
+struct Collect {
+    #[input]
+    input: DefaultCpuReader<Complex<i16>>,
+    items: Vec<Complex<i16>>,
+    missed_tags: u64,
+}
+
+impl Collect {
+    fn new() -> Self {
+        Collect {
+            input: DefaultCpuReader::default(),
+            items: Vec::new(),
+            missed_tags: 0,
+        }
+    }
+}
+
+impl Kernel for Collect {
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        _mo: &mut MessageOutputs,
+        _meta: &mut BlockMeta,
+    ) -> Result<()> {
+        let (items, tags) = self.input.slice_with_tags();
+        for t in tags.iter() {
+            if let Tag::NamedUsize(name, n) = &t.tag
+                && name == TAG_MISSED
+            {
+                self.missed_tags += *n as u64;
+            }
+        }
+        let n = items.len();
+        self.items.extend_from_slice(items);
+        self.input.consume(n);
+        if self.input.finished() {
+            io.finished = true;
+        }
+        Ok(())
+    }
+}
+
+fn check_samples(items: &[Complex<i16>], dropped: impl Fn(u64) -> bool, ctx: &str) {
+    assert_eq!(items.len() as u64, PACKETS * SPP, "{ctx}");
+    for (n, s) in items.iter().enumerate() {
+        let packet = n as u64 / SPP + 1;
+        if dropped(packet) {
+            assert_eq!((s.re, s.im), (0, 0), "{ctx}: sample {n} should be a zero");
+        } else {
+            assert_eq!(ramp_index(s.re, s.im), n as u32, "{ctx}: sample {n}");
+        }
+    }
+}
+
+fn two_of_three(format: Format, backend: Backend) -> anyhow::Result<()> {
+    futuresdr::runtime::config::set("ctrlport_enable", false);
+    let mut emu = EmulatorConfig::new("127.0.0.1:9".parse()?, format);
+    emu.channels = 3;
+    let mut builder = UdpSource::builder("127.0.0.1:0");
+    if format == Format::Chdr {
+        builder = builder.tick_rate(20e6);
+    }
+    let src: MultiUdpSource<Complex<i16>> = builder
+        .format(format)
+        .backend(backend)
+        .sample_rate(10e6)
+        .zero_fill_missed(true)
+        .finish_after_idle(Duration::from_millis(300))
+        .first_datagram_within(Duration::from_secs(10))
+        .build_streams([
+            StreamSelector::Id(emu.stream_id(0)),
+            StreamSelector::Id(emu.stream_id(1)),
+        ])?;
+    emu.dest = src.local_addr();
+    emu.rate = 10e6;
+    emu.tick_rate = 20e6;
+    emu.spp = Some(SPP as usize);
+    emu.samples = Some(PACKETS * SPP);
+    emu.signal = Signal::Ramp;
+    emu.faults = Faults {
+        drop_every: Some(DROP_EVERY),
+        channel: Some(1),
+        ..Faults::default()
+    };
+    let (a, b) = (Collect::new(), Collect::new());
+    let mut fg = Flowgraph::new();
+    connect!(fg, src.outputs[0] > a; src.outputs[1] > b);
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        Emulator::new(emu).unwrap().run().unwrap()
+    });
+    let fg = Runtime::new().run(fg)?;
+    let sent = sender.join().unwrap();
+    let stats = fg.block(&src)?.stats();
+    let ctx = format!("{format} {backend}: {stats}\n{sent:?}");
+    assert_eq!(sent.dropped, PACKETS / DROP_EVERY, "{ctx}");
+    assert_eq!(
+        stats.engine.kernel_drops + stats.engine.overflow,
+        0,
+        "{ctx}"
+    );
+
+    let a = fg.block(&a)?;
+    check_samples(&a.items, |_| false, &format!("output 0, {ctx}"));
+    assert_eq!((stats.streams[0].missed, a.missed_tags), (0, 0), "{ctx}");
+    assert_eq!(stats.streams[0].datagrams, PACKETS, "{ctx}");
+
+    let b = fg.block(&b)?;
+    check_samples(
+        &b.items,
+        |p| p.is_multiple_of(DROP_EVERY),
+        &format!("output 1, {ctx}"),
+    );
+    assert_eq!(stats.streams[1].missed, sent.dropped, "{ctx}");
+    assert_eq!(b.missed_tags, sent.dropped, "{ctx}");
+    assert_eq!(
+        stats.streams[1].stream.zeros_inserted, sent.dropped_samples,
+        "{ctx}"
+    );
+    assert_eq!(stats.engine.duplicates + stats.engine.late, 0, "{ctx}");
+
+    // The third channel: counted, per stream, and nowhere else.
+    let skipped: Vec<(&String, &u64)> = stats.skipped_by_stream.iter().collect();
+    assert_eq!(skipped.len(), 1, "{ctx}");
+    assert!(
+        skipped[0]
+            .0
+            .starts_with(&format!("id {} ", 2 + u32::from(format == Format::Vrt))),
+        "{ctx}"
+    );
+    assert_eq!(*skipped[0].1, PACKETS, "{ctx}");
+    Ok(())
+}
+
+#[test]
+fn two_selected_streams_of_three_are_exact_on_every_backend() -> anyhow::Result<()> {
+    for &backend in Backend::ALL {
+        for format in [Format::Vrt, Format::Chdr] {
+            two_of_three(format, backend)?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn selectors_must_be_distinct_and_present() {
+    let none: [StreamSelector; 0] = [];
+    let e = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+        .format(Format::Vrt)
+        .sample_rate(1e6)
+        .build_streams(none)
+        .err()
+        .expect("no selector is an error");
+    assert!(e.to_string().contains("at least one"), "{e}");
+    let e = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+        .format(Format::Vrt)
+        .sample_rate(1e6)
+        .build_streams([StreamSelector::Id(1), StreamSelector::Id(1)])
+        .err()
+        .expect("a selector twice is an error");
+    assert!(e.to_string().contains("twice"), "{e}");
+}
