@@ -415,12 +415,18 @@ impl<T: Item> UdpSourceBuilder<T> {
             .into_iter()
             .map(|s| (s, Depacketizer::new(decoder, dp_cfg.clone())))
             .collect();
+        // A stream's reorder window is released at once when a gap is declared: each output
+        // holds at least that, so one stream's burst does not stall the others behind it.
+        let buffer = self
+            .buffer_datagrams
+            .unwrap_or(16)
+            .max(2 * cfg.reorder_window);
         let engine = Engine::start(cfg.clone())?;
         let mut src = MultiUdpSource::new(
             engine,
             streams,
             cfg.slot_size,
-            self.buffer_datagrams.unwrap_or(16),
+            buffer,
             self.idle_finish
                 .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
         );
