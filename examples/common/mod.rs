@@ -167,6 +167,9 @@ pub struct TuningArgs {
     /// Datagrams per receive call (default: the engine's).
     #[arg(long)]
     pub batch: Option<usize>,
+    /// Datagrams held per stream to restore order (0: no reordering; default: the engine's).
+    #[arg(long)]
+    pub reorder_window: Option<usize>,
 }
 
 impl TuningArgs {
@@ -185,6 +188,9 @@ impl TuningArgs {
         }
         if let Some(n) = self.batch {
             cfg.batch = n;
+        }
+        if let Some(n) = self.reorder_window {
+            cfg.reorder_window = n;
         }
         if let Some(ms) = self.latency_budget_ms {
             cfg.latency_budget = (ms > 0.0).then(|| Duration::from_secs_f64(ms * 1e-3));

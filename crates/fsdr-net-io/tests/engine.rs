@@ -170,6 +170,53 @@ fn reordered_datagrams_are_restored_and_duplicates_dropped() {
     assert_eq!(r.stats.missed, 0);
 }
 
+/// Datagrams held back for reordering do not count against the latency budget: a gap with a
+/// reorder window filling behind it must not pause the receive thread. (Before: with the
+/// budget at its floor of 48 slots, the 64 held datagrams paused it until the reorder
+/// timeout, while the kernel dropped what kept coming.)
+#[test]
+fn a_held_reorder_window_does_not_pause_the_receive_thread() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.format = Format::Seq64;
+    cfg.slots = 256;
+    // The budget's floor is 2 batches (48 slots): below the 64 a full window holds, and far
+    // above what a consumer fed every 200 µs has waiting.
+    cfg.batch = 24;
+    cfg.reorder_window = 64;
+    cfg.reorder_timeout = Duration::from_secs(2);
+    // A budget so small that the queue in front of the consumer is held at its floor once
+    // the rate has been measured.
+    cfg.latency_budget = Some(Duration::from_nanos(1));
+    let engine = Engine::start(cfg).unwrap();
+    let to = engine.local_addr();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sender = std::thread::spawn(move || {
+        let send = |s: u64| {
+            let mut dg = s.to_le_bytes().to_vec();
+            dg.extend_from_slice(&[0u8; 32]);
+            tx.send_to(&dg, to).unwrap();
+        };
+        send(0);
+        // The first rate window closes: the budget drops to its floor.
+        std::thread::sleep(Duration::from_millis(30));
+        // Seq 1 never comes; 99 datagrams behind it.
+        for s in 2..=100 {
+            send(s);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    });
+    let r = consume_until_accounted(engine, 100, Duration::from_secs(10));
+    sender.join().unwrap();
+    assert_eq!(r.seqs.len(), 100, "{}", r.stats);
+    assert_eq!(
+        (r.stats.missed, r.stats.kernel_drops),
+        (1, 0),
+        "{}",
+        r.stats
+    );
+    assert_eq!(r.stats.paused, 0, "{}", r.stats);
+}
+
 #[test]
 fn late_datagrams_are_counted_not_delivered() {
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());

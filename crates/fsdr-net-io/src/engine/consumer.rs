@@ -185,6 +185,17 @@ impl Consumer {
         })
     }
 
+    /// Moves what the reorder windows released into the delivery queue; those slots are no
+    /// longer held back for reordering.
+    fn take_scratch(&mut self) {
+        for r in self.scratch.drain(..) {
+            self.shared.resume[r.item.thread as usize]
+                .reorder_held
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            self.released.push_back(r);
+        }
+    }
+
     fn stream_index(&mut self, key: StreamKey, tracking: Tracking) -> usize {
         self.uses += 1;
         if let Some(i) = self.streams.iter().position(|s| s.key == key) {
@@ -205,7 +216,7 @@ impl Consumer {
             .unwrap_or(0);
         // Forgetting a stream releases what it held.
         self.streams[lru].order.flush_all(&mut self.scratch);
-        self.released.extend(self.scratch.drain(..));
+        self.take_scratch();
         self.streams[lru] = state;
         lru
     }
@@ -223,7 +234,7 @@ impl Consumer {
                 any = true;
             }
         }
-        self.released.extend(self.scratch.drain(..));
+        self.take_scratch();
         any
     }
 
@@ -280,9 +291,12 @@ impl Consumer {
             let i = self.stream_index(key, tracking);
             let s = &mut self.streams[i];
             let seq = s.order.widen(seq, ticks, payload);
+            self.shared.resume[slot.thread as usize]
+                .reorder_held
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let restored = s.order.push(seq, slot, &mut self.scratch);
             self.shared.counters.consumer.reordered.add(restored);
-            self.released.extend(self.scratch.drain(..));
+            self.take_scratch();
         }
     }
 

@@ -73,6 +73,10 @@ pub(crate) struct ResumeSignal {
     /// The receive thread waits for room.
     pub(crate) paused: AtomicBool,
     pub(crate) notify: Notify,
+    /// Slots of this thread the consumer holds back to restore order: they wait for more
+    /// datagrams, so they must not count against the latency budget (a paused thread would
+    /// then wait for the reorder timeout while the kernel drops).
+    pub(crate) reorder_held: std::sync::atomic::AtomicUsize,
 }
 
 /// State shared by the receive threads, the consumer and stats handles.

@@ -68,11 +68,24 @@ struct Budget {
     window_count: u64,
     /// Datagrams the consumer may hold.
     cap: usize,
+    /// The socket's drop counter as last seen (`SO_RXQ_OVFL`), and the drops since then not
+    /// yet counted as arrivals: the rate is what was offered, not what was read, so that a
+    /// pause (which reads less) does not shrink the budget and cause the next pause.
+    last_drops: Option<u32>,
+    dropped: u64,
 }
 
 impl Budget {
+    /// The kernel's drop counter from a datagram's control data.
+    fn kernel_drops(&mut self, counter: u32) {
+        if let Some(last) = self.last_drops {
+            self.dropped += u64::from(counter.wrapping_sub(last));
+        }
+        self.last_drops = Some(counter);
+    }
+
     fn arrived(&mut self, n: u64, now: u64) {
-        self.window_count += n;
+        self.window_count += n + std::mem::take(&mut self.dropped);
         let elapsed = now.saturating_sub(self.window_start);
         if elapsed >= RATE_WINDOW_NS {
             if let Some(b) = self.budget_ns {
@@ -143,6 +156,8 @@ impl Worker {
                 window_start: sys::monotonic_ns(),
                 window_count: 0,
                 cap: slots,
+                last_drops: None,
+                dropped: 0,
             },
             overload: cfg.overload,
             batch,
@@ -193,9 +208,14 @@ impl Worker {
         self.end.free.pop().ok()
     }
 
-    /// Datagrams the consumer holds now (ready, held for reordering, or being used).
+    /// Datagrams the consumer holds now (ready or being used; not those held for reordering).
     fn held_by_consumer(&self) -> usize {
-        self.pool.slots() - self.stash.len() - self.end.free.slots() - self.lent
+        let held = self.pool.slots() - self.stash.len() - self.end.free.slots() - self.lent;
+        // Not those held back for reordering: they go out only when more datagrams come.
+        let reorder = self.shared.resume[self.index as usize]
+            .reorder_held
+            .load(Ordering::Relaxed);
+        held.saturating_sub(reorder)
     }
 
     /// Slots this thread may receive into now: free ones, as far as the latency budget lets
@@ -262,6 +282,7 @@ impl Worker {
         self.counts.bytes += meta.len as u64;
         if let Some(d) = meta.kernel_drops {
             self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
+            self.budget.kernel_drops(d);
         }
     }
 
