@@ -181,26 +181,22 @@ fn send_later(packets: Vec<Vec<u8>>, to: std::net::SocketAddr) -> std::thread::J
     })
 }
 
-/// The README's main job as a device receiver: `usrp_rx --listen … --format vrt --output F`
-/// writes exactly UHD's fc32 for a VRT stream of UHD's `sc16_item32_be` samples.
-#[test]
-fn usrp_rx_writes_uhds_fc32_for_a_vrt_stream() -> Result<()> {
+/// The README's main job as a device receiver: `usrp_rx --listen … --format vrt
+/// --wire-format W --output F` with `payload` (wire bytes) sent in VRT packets of
+/// `per_packet` bytes; returns the Complex<f32> it wrote.
+fn through_usrp_rx(payload: &[u8], per_packet: usize, wire: WireFormat) -> Result<Vec<Complex32>> {
     use std::io::{BufRead, BufReader};
-    let Some(dir) = vectors() else {
-        return Ok(());
-    };
-    let wire = read(dir, "sc16_item32_be", "dec_in");
-    let want = complex(&read(dir, "sc16_item32_be", "dec_out"));
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "--example", "usrp_rx"])
         .status()?;
     assert!(status.success(), "building usrp_rx");
     let exe = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/usrp_rx");
-    let out = std::env::temp_dir().join(format!("fsdr-net-uhd-{}.fc32", std::process::id()));
+    let out = std::env::temp_dir().join(format!("fsdr-net-uhd-{}-{wire}.fc32", std::process::id()));
     let port = UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
     let listen = format!("127.0.0.1:{port}");
     let mut rx = Command::new(exe)
         .args(["--listen", &listen, "--format", "vrt", "--rate", "1e6"])
+        .args(["--wire-format", &wire.to_string()])
         .args([
             "--duration",
             "30",
@@ -224,17 +220,46 @@ fn usrp_rx_writes_uhds_fc32_for_a_vrt_stream() -> Result<()> {
         );
     }
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    send_later(
-        vrt_packets(&wire, 4 * 500, WireFormat::Sc16Item32Be),
-        listen.parse()?,
-    )
-    .join()
-    .unwrap();
+    send_later(vrt_packets(payload, per_packet, wire), listen.parse()?)
+        .join()
+        .unwrap();
     let result = rx.wait_with_output()?;
     assert!(result.status.success(), "usrp_rx failed");
     let got = complex(&std::fs::read(&out)?);
     std::fs::remove_file(&out)?;
-    assert_bits(&got, &want, "usrp_rx --format vrt --output");
+    Ok(got)
+}
+
+/// UHD's sc8 samples (its `sc8_item32_be` test words as integers) and UHD's fc32 of them.
+fn uhd_sc8(dir: &Path) -> (Vec<Complex<i8>>, Vec<Complex32>) {
+    let words = read(dir, "sc8_item32_be", "dec_in");
+    let want = complex(&read(dir, "sc8_item32_be", "dec_out"));
+    let d = Decoder::<Complex<i8>>::new(WireFormat::Sc8Item32Be).unwrap();
+    let mut ints = vec![Complex::<i8>::default(); want.len()];
+    d.decode(&words, &mut ints);
+    (ints, want)
+}
+
+/// Samples laid out as DIFI sc8: I then Q, one byte each, in sample order.
+fn difi_sc8(ints: &[Complex<i8>]) -> Vec<u8> {
+    ints.iter().flat_map(|c| [c.re as u8, c.im as u8]).collect()
+}
+
+/// UHD's `sc16_item32_be` samples in VRT, and UHD's sc8 samples in DIFI sc8, through
+/// `usrp_rx --format vrt`: exactly UHD's fc32.
+#[test]
+fn usrp_rx_writes_uhds_fc32_for_vrt_and_difi_streams() -> Result<()> {
+    let Some(dir) = vectors() else {
+        return Ok(());
+    };
+    let wire = read(dir, "sc16_item32_be", "dec_in");
+    let want = complex(&read(dir, "sc16_item32_be", "dec_out"));
+    let got = through_usrp_rx(&wire, 4 * 500, WireFormat::Sc16Item32Be)?;
+    assert_bits(&got, &want, "usrp_rx --format vrt (sc16_item32_be)");
+
+    let (ints, want) = uhd_sc8(dir);
+    let got = through_usrp_rx(&difi_sc8(&ints), 2 * 1000, WireFormat::Sc8Difi)?;
+    assert_bits(&got, &want, "usrp_rx --format vrt --wire-format sc8_difi");
     Ok(())
 }
 
@@ -256,16 +281,8 @@ fn a_difi_sc8_stream_of_uhds_samples_decodes_to_uhds_values() -> Result<()> {
     let Some(dir) = vectors() else {
         return Ok(());
     };
-    // UHD's sc8 samples (from its sc8_item32_be words), laid out as DIFI sc8: I then Q,
-    // one byte each, in sample order.
-    let words = read(dir, "sc8_item32_be", "dec_in");
-    let want = complex(&read(dir, "sc8_item32_be", "dec_out"));
-    let ints = {
-        let d = Decoder::<Complex<i8>>::new(WireFormat::Sc8Item32Be).unwrap();
-        let mut v = vec![Complex::<i8>::default(); want.len()];
-        d.decode(&words, &mut v);
-        v
-    };
+    // UHD's sc8 samples (from its sc8_item32_be words), laid out as DIFI sc8.
+    let (ints, want) = uhd_sc8(dir);
     // The integers are UHD's: scaled they are UHD's floats.
     for (k, (i, w)) in ints.iter().zip(&want).enumerate() {
         let s = fsdr_net::io::sample::SC8_SCALE;
@@ -275,8 +292,7 @@ fn a_difi_sc8_stream_of_uhds_samples_decodes_to_uhds_values() -> Result<()> {
             "sample {k}"
         );
     }
-    let difi: Vec<u8> = ints.iter().flat_map(|c| [c.re as u8, c.im as u8]).collect();
-    let got = through_source(&difi, 2 * 1000, WireFormat::Sc8Difi)?;
+    let got = through_source(&difi_sc8(&ints), 2 * 1000, WireFormat::Sc8Difi)?;
     assert_bits(&got, &want, "DIFI sc8");
     Ok(())
 }
