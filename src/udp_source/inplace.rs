@@ -13,7 +13,7 @@ use fsdr_net_io::sample::Item;
 use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 
-use super::{Deadline, DeadlineWait, SourceStats, context_pmt, gap_pmt, tags_of};
+use super::{Deadline, SourceStats, context_pmt, gap_pmt, sleep_until, tags_of};
 use crate::probe::ProbeSpec;
 
 /// A circuit buffer lent to the receive thread.
@@ -273,23 +273,8 @@ impl<T: Item> Kernel for InPlaceUdpSource<T> {
             .expect("receiver present")
             .notifier()
             .notified();
-        let deadline = [self.stats_interval.and(self.next_stats), idle_end]
-            .into_iter()
-            .flatten()
-            .min();
-        match deadline {
-            Some(at) => {
-                self.deadline
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .arm(at, now);
-                let wait = DeadlineWait(self.deadline.clone());
-                io.block_on(async move {
-                    futuresdr::futures::future::select(notified, wait).await;
-                });
-            }
-            None => io.block_on(notified),
-        }
+        let deadlines = [self.stats_interval.and(self.next_stats), idle_end];
+        sleep_until(io, &self.deadline, notified, deadlines, now);
         Ok(())
     }
 

@@ -178,6 +178,27 @@ impl Future for DeadlineWait {
     }
 }
 
+/// Puts the block to sleep until `notified` fires or the earliest of `deadlines` passes,
+/// with the one timer `timer` kept across `work` calls.
+fn sleep_until(
+    io: &mut WorkIo,
+    timer: &Arc<Mutex<Deadline>>,
+    notified: fsdr_net_io::Notified,
+    deadlines: impl IntoIterator<Item = Option<Instant>>,
+    now: Instant,
+) {
+    match deadlines.into_iter().flatten().min() {
+        Some(at) => {
+            timer.lock().unwrap_or_else(|e| e.into_inner()).arm(at, now);
+            let wait = DeadlineWait(timer.clone());
+            io.block_on(async move {
+                futuresdr::futures::future::select(notified, wait).await;
+            });
+        }
+        None => io.block_on(notified),
+    }
+}
+
 /// Why one pass of `work` stopped.
 enum Stop {
     /// The output has no room: wait for downstream to consume.
@@ -453,27 +474,18 @@ impl<T: Item> Kernel for UdpSource<T> {
                 io.finished = true;
                 return Ok(());
             }
-            let notified = engine.notifier().notified();
-            let mut deadline = engine.next_deadline();
-            for d in [self.stats_interval.and(self.next_stats), idle_end]
-                .into_iter()
-                .flatten()
-            {
-                deadline = Some(deadline.map_or(d, |x| x.min(d)));
-            }
-            match deadline {
-                Some(at) => {
-                    self.deadline
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .arm(at, now);
-                    let wait = DeadlineWait(self.deadline.clone());
-                    io.block_on(async move {
-                        futuresdr::futures::future::select(notified, wait).await;
-                    });
-                }
-                None => io.block_on(notified),
-            }
+            let deadlines = [
+                engine.next_deadline(),
+                self.stats_interval.and(self.next_stats),
+                idle_end,
+            ];
+            sleep_until(
+                io,
+                &self.deadline,
+                engine.notifier().notified(),
+                deadlines,
+                now,
+            );
         }
         Ok(())
     }

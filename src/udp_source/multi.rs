@@ -16,7 +16,7 @@ use fsdr_net_io::{Engine, Stats, StatsHandle, StreamSelector};
 use futuresdr::runtime::dev::prelude::*;
 use serde::Serialize;
 
-use super::{Deadline, DeadlineWait, Stop, context_pmt, gap_pmt, tags_of};
+use super::{Deadline, Stop, context_pmt, gap_pmt, sleep_until, tags_of};
 
 /// The counters of one output of a [`MultiUdpSource`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -354,24 +354,14 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
                 io.finished = true;
                 return Ok(());
             }
-            let notified = engine.notifier().notified();
-            let mut deadline = engine.next_deadline();
-            if let Some(d) = idle_end {
-                deadline = Some(deadline.map_or(d, |x| x.min(d)));
-            }
-            match deadline {
-                Some(at) => {
-                    self.deadline
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .arm(at, now);
-                    let wait = DeadlineWait(self.deadline.clone());
-                    io.block_on(async move {
-                        futuresdr::futures::future::select(notified, wait).await;
-                    });
-                }
-                None => io.block_on(notified),
-            }
+            let deadlines = [engine.next_deadline(), idle_end];
+            sleep_until(
+                io,
+                &self.deadline,
+                engine.notifier().notified(),
+                deadlines,
+                now,
+            );
         }
         Ok(())
     }

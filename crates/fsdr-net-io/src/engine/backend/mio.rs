@@ -32,13 +32,7 @@ impl ReceiveBackend for Mio {
         "mio"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            kernel_timestamps: true,
-            drops_per_datagram: true,
-            gro: false,
-            io_uring: false,
-            multi_thread: false,
-        }
+        Capabilities::SOCKET
     }
     /// One thread per socket (the `reuseport` backend starts its group through this).
     fn start(

@@ -41,6 +41,18 @@ pub struct Capabilities {
     pub multi_thread: bool,
 }
 
+impl Capabilities {
+    /// A receive thread on a plain socket: kernel timestamps and per-datagram drop counts
+    /// from the control messages, one thread, no io_uring, no GRO.
+    pub const SOCKET: Capabilities = Capabilities {
+        kernel_timestamps: true,
+        drops_per_datagram: true,
+        gro: false,
+        io_uring: false,
+        multi_thread: false,
+    };
+}
+
 /// Wakes a receive thread so that it sees the stop flag.
 pub(crate) type Stopper = Box<dyn Fn() + Send + Sync>;
 

@@ -60,11 +60,8 @@ impl ReceiveBackend for Multishot {
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            kernel_timestamps: true,
-            drops_per_datagram: true,
-            gro: false,
             io_uring: true,
-            multi_thread: false,
+            ..Capabilities::SOCKET
         }
     }
     fn slot_overhead(&self) -> usize {

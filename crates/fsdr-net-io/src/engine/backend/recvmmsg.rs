@@ -23,13 +23,7 @@ impl ReceiveBackend for Recvmmsg {
         "recvmmsg"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            kernel_timestamps: true,
-            drops_per_datagram: true,
-            gro: false,
-            io_uring: false,
-            multi_thread: false,
-        }
+        Capabilities::SOCKET
     }
     fn start(
         &self,

@@ -27,11 +27,8 @@ impl ReceiveBackend for Reuseport {
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            kernel_timestamps: true,
-            drops_per_datagram: true,
-            gro: false,
-            io_uring: false,
             multi_thread: true,
+            ..Capabilities::SOCKET
         }
     }
     fn threads(&self, cfg: &EngineConfig) -> usize {
