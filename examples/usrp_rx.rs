@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use common::{ContextArgs, FaultArgs, Mode, SignalArg, format_for, parse_f64};
 use fsdr_net::io::StreamSelector;
-use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Signal};
+use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Signal, channel_stream_id};
 use fsdr_net::io::{Backend, Format, WireFormat};
 use fsdr_net::{
     MultiSourceStats, MultiUdpSource, ProbeSink, RampCheck, RampSample, SigmfItem, SigmfSink,
@@ -306,7 +306,7 @@ fn main() -> Result<()> {
             anyhow::bail!("--channels does not combine with --output or --probe");
         }
         let ids: Vec<StreamSelector> = (0..args.channels)
-            .map(|c| StreamSelector::Id(EmulatorConfig::new(bind_any(), format).stream_id(c)))
+            .map(|c| StreamSelector::Id(channel_stream_id(format, c)))
             .collect();
         let per_channel = if args.wire {
             let src = build(UdpSource::<Complex<i16>>::builder(&bind), &args, format)
@@ -354,10 +354,6 @@ fn main() -> Result<()> {
     };
     summarize(&args, format, &outcome, report.as_ref());
     Ok(())
-}
-
-fn bind_any() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
 /// What a multi-channel run measured.

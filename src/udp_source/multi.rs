@@ -84,9 +84,8 @@ impl std::fmt::Display for MultiSourceStats {
     }
 }
 
-/// One output's state.
+/// One output's state (its selector is `selectors[i]`).
 struct Output<T> {
-    selector: StreamSelector,
     dp: Depacketizer<T>,
     datagrams: u64,
     missed: u64,
@@ -141,6 +140,8 @@ struct Output<T> {
 pub struct MultiUdpSource<T: Item> {
     #[output]
     outputs: Vec<DefaultCpuWriter<T>>,
+    /// Which datagrams each output takes.
+    selectors: Vec<StreamSelector>,
     streams: Vec<Output<T>>,
     engine: Option<Engine>,
     stats_handle: StatsHandle,
@@ -151,7 +152,8 @@ pub struct MultiUdpSource<T: Item> {
     started: Option<Instant>,
     last_data: Option<Instant>,
     deadline: Arc<Mutex<Deadline>>,
-    skipped: BTreeMap<String, u64>,
+    /// Datagrams of unselected streams by (stream ID, sender); named only when read.
+    skipped: HashMap<(Option<u32>, SocketAddr), u64>,
     contexts: ContextTracker,
     pub(super) batch_workers: bool,
 }
@@ -172,17 +174,21 @@ impl<T: Item> MultiUdpSource<T> {
                 o
             })
             .collect();
-        Self {
-            outputs,
-            streams: streams
-                .into_iter()
-                .map(|(selector, dp)| Output {
-                    selector,
+        let (selectors, streams): (Vec<_>, Vec<_>) = streams
+            .into_iter()
+            .map(|(selector, dp)| {
+                let out = Output {
                     dp,
                     datagrams: 0,
                     missed: 0,
-                })
-                .collect(),
+                };
+                (selector, out)
+            })
+            .unzip();
+        Self {
+            outputs,
+            selectors,
+            streams,
             stats_handle: engine.stats_handle(),
             local_addr: engine.local_addr(),
             engine: Some(engine),
@@ -192,7 +198,7 @@ impl<T: Item> MultiUdpSource<T> {
             started: None,
             last_data: None,
             deadline: Arc::new(Mutex::new(Deadline::new())),
-            skipped: BTreeMap::new(),
+            skipped: HashMap::new(),
             contexts: ContextTracker::default(),
             batch_workers: true,
         }
@@ -216,16 +222,21 @@ impl<T: Item> MultiUdpSource<T> {
                 .clone()
                 .unwrap_or_else(|| self.stats_handle.snapshot()),
             streams: self
-                .streams
+                .selectors
                 .iter()
-                .map(|s| StreamStats {
-                    selector: s.selector.to_string(),
+                .zip(&self.streams)
+                .map(|(sel, s)| StreamStats {
+                    selector: sel.to_string(),
                     datagrams: s.datagrams,
                     missed: s.missed,
                     stream: s.dp.stats(),
                 })
                 .collect(),
-            skipped_by_stream: self.skipped.clone(),
+            skipped_by_stream: self
+                .skipped
+                .iter()
+                .map(|(&(id, from), &n)| (StreamSelector::key_of(id, from), n))
+                .collect(),
         }
     }
 
@@ -238,8 +249,7 @@ impl<T: Item> MultiUdpSource<T> {
             .iter_mut()
             .map(|o| o.slice_with_tags())
             .collect();
-        let selectors: Vec<StreamSelector> = self.streams.iter().map(|s| s.selector).collect();
-        let mut counts = vec![(0u64, 0u64); selectors.len()];
+        let mut counts = vec![(0u64, 0u64); self.selectors.len()];
         let mut writers: Vec<_> = self
             .streams
             .iter_mut()
@@ -255,11 +265,8 @@ impl<T: Item> MultiUdpSource<T> {
             let Some(d) = engine.try_recv() else { break };
             self.last_data = Some(now);
             let (id, source) = (d.info().stream_id, d.meta().source);
-            let Some(i) = selectors.iter().position(|s| s.matches(id, source)) else {
-                *self
-                    .skipped
-                    .entry(StreamSelector::key_of(id, source))
-                    .or_default() += 1;
+            let Some(i) = self.selectors.iter().position(|s| s.matches(id, source)) else {
+                *self.skipped.entry((id, source)).or_default() += 1;
                 continue;
             };
             if d.info().class == PacketClass::Context {

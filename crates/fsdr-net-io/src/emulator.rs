@@ -67,6 +67,15 @@ pub struct Faults {
     pub channel: Option<usize>,
 }
 
+/// The stream ID the emulator gives channel `c` in `format`: VRT stream IDs 1, 2, …, CHDR
+/// destination endpoints 0, 1, ….
+pub fn channel_stream_id(format: Format, c: usize) -> u32 {
+    match format {
+        Format::Vrt => 1 + c as u32,
+        _ => c as u32,
+    }
+}
+
 /// How to emulate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmulatorConfig {
@@ -164,12 +173,9 @@ impl EmulatorConfig {
         }
     }
 
-    /// The stream ID of channel `c` (VRT stream ID, CHDR destination endpoint).
+    /// The stream ID of channel `c` ([`channel_stream_id`] of this format).
     pub fn stream_id(&self, c: usize) -> u32 {
-        match self.format {
-            Format::Vrt => 1 + c as u32,
-            _ => c as u32,
-        }
+        channel_stream_id(self.format, c)
     }
 
     /// Packets per send call: 32 unpaced; paced, as many as `burst` of stream holds (1..=32).

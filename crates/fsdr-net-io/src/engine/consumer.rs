@@ -61,6 +61,9 @@ pub(crate) struct Consumer {
     scratch: Vec<Released<SlotRef>>,
     /// A datagram found ready by `has_ready` and not yet delivered.
     pending: Option<Ready>,
+    /// Slots of each receive thread held back for reordering, and the value last published
+    /// to that thread (stored only when it changes: an in-order datagram costs no atomic).
+    reorder_held: Vec<(usize, usize)>,
     pub(crate) stopped: bool,
 }
 
@@ -72,6 +75,7 @@ impl Consumer {
         window: usize,
         timeout: Duration,
     ) -> Self {
+        let threads = shared.resume.len();
         Self {
             pools: shared.pools.clone(),
             shared,
@@ -84,6 +88,7 @@ impl Consumer {
             released: VecDeque::new(),
             scratch: Vec::new(),
             pending: None,
+            reorder_held: vec![(0, 0); threads],
             stopped: false,
         }
     }
@@ -189,10 +194,16 @@ impl Consumer {
     /// longer held back for reordering.
     fn take_scratch(&mut self) {
         for r in self.scratch.drain(..) {
-            self.shared.resume[r.item.thread as usize]
-                .reorder_held
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            self.reorder_held[r.item.thread as usize].0 -= 1;
             self.released.push_back(r);
+        }
+        for (t, (held, published)) in self.reorder_held.iter_mut().enumerate() {
+            if held != published {
+                *published = *held;
+                self.shared.resume[t]
+                    .reorder_held
+                    .store(*held, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 
@@ -291,9 +302,7 @@ impl Consumer {
             let i = self.stream_index(key, tracking);
             let s = &mut self.streams[i];
             let seq = s.order.widen(seq, ticks, payload);
-            self.shared.resume[slot.thread as usize]
-                .reorder_held
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.reorder_held[slot.thread as usize].0 += 1;
             let restored = s.order.push(seq, slot, &mut self.scratch);
             self.shared.counters.consumer.reordered.add(restored);
             self.take_scratch();
