@@ -71,7 +71,7 @@ impl<T: CpuSample> Kernel for TagSink<T> {
 }
 
 fn round_trip(backend: Backend, format: Format, sched: Sched) -> Result<()> {
-    round_trip_n(backend, format, sched, 100_000, 50)
+    round_trip_n(backend, format, sched, 100_000, 50, false)
 }
 
 fn round_trip_n(
@@ -80,11 +80,13 @@ fn round_trip_n(
     sched: Sched,
     n: usize,
     datagrams: u64,
+    gro: bool,
 ) -> Result<()> {
     let data: Vec<i16> = (0..n).map(|i| (i * 7) as i16).collect();
     let src = UdpSource::<i16>::builder("127.0.0.1:0")
         .backend(backend)
         .format(format)
+        .udp_gro(gro)
         .time_tags(false)
         .finish_after_idle(Duration::from_millis(500))
         .build()
@@ -103,8 +105,14 @@ fn round_trip_n(
     let fg = run(fg, sched);
     let stats = fg.block(&src).unwrap().stats();
     let got = fg.block(&vsnk).unwrap().items().clone();
-    let ctx = format!("{backend} {format} {sched:?}: {stats}");
+    let ctx = format!("{backend} {format} {sched:?} gro {gro}: {stats}");
     assert_eq!(stats.accounted(), datagrams, "{ctx}");
+    if gro {
+        assert!(
+            stats.gro_datagrams > 0,
+            "the sink's GSO reached the source whole: {ctx}"
+        );
+    }
     if stats.accounted() == stats.delivered {
         assert_eq!(got.len(), n, "{ctx}");
         assert!(got == data, "bit-exact: {ctx}");
@@ -125,7 +133,19 @@ fn every_backend_and_format_delivers_bit_exact_under_smol() -> Result<()> {
 #[test]
 fn the_last_partial_datagram_is_sent_when_the_stream_ends() -> Result<()> {
     // 2000 bytes per datagram: 2 full ones and a last one of 500 items.
-    round_trip_n(Backend::Mio, Format::Chdr, Sched::SmolMany, 2_500, 3)
+    round_trip_n(Backend::Mio, Format::Chdr, Sched::SmolMany, 2_500, 3, false)
+}
+
+/// The sink sends with UDP GSO; a source with UDP GRO takes each super-packet whole and
+/// splits it again: bit-exact in every format, on both backends that split.
+#[test]
+fn gro_sources_deliver_bit_exact_in_every_format() -> Result<()> {
+    for &backend in Backend::ALL.iter().filter(|b| b.capabilities().gro) {
+        for format in Format::ALL {
+            round_trip_n(backend, format, Sched::SmolMany, 100_000, 50, true)?;
+        }
+    }
+    Ok(())
 }
 
 #[test]

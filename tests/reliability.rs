@@ -272,8 +272,11 @@ fn a_stalled_consumer_overflows_counted_and_the_stream_resumes_with_a_gap_tag() 
     assert_eq!(stats.accounted(), 1100, "{stats}");
     // Every overflowed datagram is a missed frame: the stream resumed after them.
     assert_eq!(stats.missed, stats.overflow, "{stats}");
-    assert_eq!(missed_tags.len(), 1, "{missed_tags:?}");
-    assert_eq!(missed_tags[0].1 as u64, stats.missed);
+    // One gap per stretch dropped (usually one; two when the source made room once while the
+    // sink was stalled, as a loaded machine's scheduling may let it), together every frame.
+    assert!(!missed_tags.is_empty(), "{missed_tags:?}");
+    let tagged: usize = missed_tags.iter().map(|t| t.1).sum();
+    assert_eq!(tagged as u64, stats.missed, "{missed_tags:?}");
     assert_eq!(items as u64, stats.delivered * 500);
     Ok(())
 }

@@ -155,7 +155,7 @@ pub struct TuningArgs {
     #[arg(long, value_parser = parse_f64)]
     pub latency_budget_ms: Option<f64>,
     /// Wake the flowgraph at most every this many microseconds under load (0: after every
-    /// receive call); default: the engine's (adaptive, 200 µs / 64 datagrams).
+    /// receive call); default: the engine's (adaptive, 50 µs / 64 datagrams).
     #[arg(long, value_parser = parse_f64)]
     pub coalesce_us: Option<f64>,
     /// With --coalesce-us: wake at once when this many datagrams wait.
@@ -170,6 +170,9 @@ pub struct TuningArgs {
     /// Datagrams held per stream to restore order (0: no reordering; default: the engine's).
     #[arg(long)]
     pub reorder_window: Option<usize>,
+    /// UDP GRO on receive: coalesced receives split in place (mio and reuseport backends).
+    #[arg(long)]
+    pub gro: bool,
 }
 
 impl TuningArgs {
@@ -192,6 +195,7 @@ impl TuningArgs {
         if let Some(n) = self.reorder_window {
             cfg.reorder_window = n;
         }
+        cfg.socket.gro |= self.gro;
         if let Some(ms) = self.latency_budget_ms {
             cfg.latency_budget = (ms > 0.0).then(|| Duration::from_secs_f64(ms * 1e-3));
         }

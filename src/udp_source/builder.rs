@@ -183,6 +183,13 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.cfg.socket.timestamps = on;
         self
     }
+    /// UDP GRO on receive (default off; `mio` and `reuseport` backends): the kernel hands
+    /// over up to 64 KiB of consecutive datagrams per receive, which the engine splits again
+    /// in place. See [`SocketConfig::gro`](fsdr_net_io::socket::SocketConfig::gro).
+    pub fn udp_gro(mut self, on: bool) -> Self {
+        self.cfg.socket.gro = on;
+        self
+    }
     /// `reuseport` threads and optional cBPF spreading.
     pub fn reuseport(mut self, threads: usize, spread: Option<ReuseportSpread>) -> Self {
         self.cfg.reuseport_threads = threads;

@@ -40,6 +40,10 @@ pub struct LatencyArgs {
     /// Output folder for the trace, CSV and PNG.
     #[arg(long, default_value = "target/fsdr-net")]
     pub out: PathBuf,
+    /// Further arguments for the traced program, after `--` (with --usrp, usrp_rx's tuning
+    /// flags: `-- --coalesce-us 50`).
+    #[arg(last = true)]
+    pub extra: Vec<String>,
 }
 
 /// Destroys the session even when a later step fails.
@@ -138,6 +142,7 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             .args(["--scheduler", &args.scheduler])
             .args(["--items", args.items.as_deref().unwrap_or("134217728")]);
     }
+    cmd.args(&args.extra);
     let mut session = Session::start(&name, &trace)?;
     eprintln!("xtask: {cmd:?}");
     let result = cmd.output().context("running the traced program")?;

@@ -121,7 +121,10 @@ pub struct SocketConfig {
     /// Kernel receive timestamps (`SO_TIMESTAMPNS`).
     pub timestamps: bool,
     /// UDP GRO (`UDP_GRO`): the kernel may coalesce consecutive datagrams of one flow into one
-    /// receive, which the engine splits again (mio and reuseport backends).
+    /// receive of up to 64 KiB (a NIC's GRO, or a local sender's UDP GSO passed through whole),
+    /// which the engine splits again in place (mio and reuseport backends; others refuse it).
+    /// Fewer, larger receives cost less per datagram. The kernel then counts a dropped
+    /// coalesced receive as one drop; the sequence numbers still count every datagram missed.
     pub gro: bool,
 }
 

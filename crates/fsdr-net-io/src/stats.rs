@@ -160,7 +160,7 @@ counters! {
     thread {
         received: add, "Datagrams taken from the kernel.";
         bytes: add, "Bytes taken from the kernel.";
-        kernel_drops: max, "Datagrams the kernel dropped for a full receive buffer (SO_RXQ_OVFL, SO_MEMINFO).";
+        kernel_drops: max, "Datagrams the kernel dropped for a full receive buffer (SO_RXQ_OVFL, SO_MEMINFO); with UDP GRO the kernel counts a dropped coalesced receive once (up to 64 datagrams), and `missed` counts its datagrams from the sequence numbers.";
         overflow: add, "Datagrams read and dropped because the consumer held every slot (read-and-discard overload policy).";
         truncated: add, "Datagrams larger than a slot (MSG_TRUNC), never delivered as if whole.";
         rejected: add, "Datagrams from senders outside the allow-list.";
@@ -171,6 +171,8 @@ counters! {
         wakeups: add, "Times the receive side woke the consumer.";
         leaked_rings: add, "io_uring buffer rings kept alive (leaked on purpose) at shutdown because a cancelled multishot receive did not end.";
         paused: add, "Times the receive side stopped reading because the consumer was behind (the kernel's buffer then absorbs or drops, counted as kernel_drops).";
+        gro_datagrams: add, "Datagrams that arrived coalesced in UDP GRO receives and were split again (each also counted as received).";
+        gro_fixups: add, "UDP GRO receives that did not line up with the slots (the first one, or after the sender changed its datagram size) and were copied into place.";
     }
     consumer {
         delivered, "Datagrams handed to the consumer.";

@@ -180,7 +180,7 @@ fn a_held_reorder_window_does_not_pause_the_receive_thread() {
     cfg.format = Format::Seq64;
     cfg.slots = 256;
     // The budget's floor is 2 batches (48 slots): below the 64 a full window holds, and far
-    // above what a consumer fed every 200 µs has waiting.
+    // above what a consumer woken under the default coalescing has waiting.
     cfg.batch = 24;
     cfg.reorder_window = 64;
     cfg.reorder_timeout = Duration::from_secs(2);

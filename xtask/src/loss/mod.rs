@@ -48,7 +48,8 @@ pub struct LossArgs {
     /// Datagram size in bytes, header included.
     #[arg(long, default_value_t = 8000)]
     pub size: usize,
-    /// Receivers (default: every one), comma-separated.
+    /// Receivers (default: every one), comma-separated; `+gro` after an fsdr-net receiver of
+    /// the mio or reuseport backend turns UDP GRO on (`engine-mio+gro`).
     #[arg(long, value_delimiter = ',')]
     pub receivers: Vec<String>,
     /// Also find each receiver's highest zero-loss rate by bisection.
@@ -249,7 +250,15 @@ impl Harness {
     /// Runs one receiver at one rate for `seconds`.
     fn cell(&self, receiver: &str, rate: Rate, seconds: f64) -> Result<Cell> {
         let mut rx = Command::new("target/release/examples/loss_rx");
-        rx.args(["--receiver", receiver, "--format", self.format.name()]);
+        // `engine-mio+gro`: the receiver with UDP GRO on.
+        let (name, gro) = match receiver.strip_suffix("+gro") {
+            Some(name) => (name, true),
+            None => (receiver, false),
+        };
+        rx.args(["--receiver", name, "--format", self.format.name()]);
+        if gro {
+            rx.arg("--gro");
+        }
         if let Some(w) = self.workers {
             rx.args(["--workers", &w.to_string()]);
         }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use std::time::Duration;
 
-use super::config::{Coalesce, EngineConfig, Overload};
+use super::config::{Coalesce, EngineConfig, Overload, WakeSchedule};
 use super::datagram::{Arrival, Clocks, DatagramMeta};
 use super::slots::{ReceiverEnd, SlotPool};
 use super::{Shared, ThreadOptions};
@@ -34,26 +34,9 @@ struct Moderation {
 }
 
 impl Moderation {
-    /// When the pending datagrams must wake the consumer (now or later).
-    fn due(&self, now: u64) -> u64 {
-        match self.coalesce {
-            Coalesce::Off => now,
-            Coalesce::Fixed { frames, time } => {
-                if self.pending >= frames as u64 {
-                    now
-                } else {
-                    self.first_ns + time.as_nanos() as u64
-                }
-            }
-            Coalesce::Adaptive { frames, time } => {
-                let t = time.as_nanos() as u64;
-                if self.pending >= frames as u64 || now.saturating_sub(self.last_wake_ns) >= t {
-                    now
-                } else {
-                    self.first_ns + t
-                }
-            }
-        }
+    fn schedule(&self) -> WakeSchedule {
+        self.coalesce
+            .schedule(self.pending, self.first_ns, self.last_wake_ns)
     }
 }
 
@@ -202,8 +185,9 @@ impl Worker {
         self.shared.stop.load(Ordering::Acquire)
     }
 
-    /// Takes one slot back from the consumer, if it returned one.
-    #[cfg(feature = "uring")]
+    /// Takes one slot back from the consumer, if it returned one (beyond the stash: for the
+    /// multishot ring, and for the datagrams of a coalesced receive that outnumber the slots
+    /// set aside for it).
     pub(crate) fn take_free(&mut self) -> Option<u32> {
         self.end.free.pop().ok()
     }
@@ -255,6 +239,12 @@ impl Worker {
     /// The consumer is behind and the policy is to pause: wakes it for what is ready, then
     /// waits until it has made room for a batch (or the engine stops).
     pub(crate) fn wait_for_room(&mut self) {
+        self.wait_for_room_and_free(1);
+    }
+
+    /// Like [`Worker::wait_for_room`], and also until `min_free` slots are free (a coalesced
+    /// receive needs its whole entry).
+    pub(crate) fn wait_for_room_and_free(&mut self, min_free: usize) {
         self.wake(sys::monotonic_ns());
         self.counts.paused += 1;
         self.counts
@@ -262,7 +252,10 @@ impl Worker {
         let signal = &self.shared.resume[self.index as usize];
         signal.paused.store(true, Ordering::Release);
         let want = self.batch.min(self.budget.cap).max(1);
-        while !self.stopping() && self.room() < want {
+        let min_free = min_free.min(self.pool.slots());
+        while !self.stopping()
+            && (self.room() < want || self.stash.len() + self.end.free.slots() < min_free)
+        {
             signal.notify.wait_timeout(PAUSE_CHECK);
             // The rate keeps being measured against the clock, so that a budget set while
             // the stream was faster does not keep the queue short for ever.
@@ -390,13 +383,19 @@ impl Worker {
             }
             self.moderation.pending += new;
         }
-        if self.moderation.pending > 0 && self.moderation.due(now) <= now {
+        if self.moderation.pending == 0 {
+            self.counts
+                .flush(&self.shared.counters.threads[self.index as usize]);
+            return None;
+        }
+        let due = self.moderation.schedule();
+        if now >= due.on_receive {
             self.wake(now);
             return None;
         }
         self.counts
             .flush(&self.shared.counters.threads[self.index as usize]);
-        (self.moderation.pending > 0).then(|| self.moderation.due(now))
+        Some(due.at_latest)
     }
 
     /// Wakes the consumer for whatever was handed over (a deadline expired, or the thread is

@@ -9,7 +9,7 @@ use socket2::Socket;
 
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{DatagramIn, Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
-use crate::engine::{Coalesce, EngineConfig};
+use crate::engine::{Coalesce, EngineConfig, WakeSchedule};
 use crate::format::vrt::context::{ContextTracker, IfContext};
 use crate::format::{Format, PacketClass, PacketInfo};
 use crate::sample::{Decoder, Item};
@@ -298,29 +298,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     /// When the current buffer must go to the consumer even if not full (wake-up
     /// moderation), if it holds anything.
-    fn hand_over_due(&self) -> Option<u64> {
+    fn hand_over_due(&self) -> Option<WakeSchedule> {
         let c = self.cur.as_ref()?;
-        if c.pos == 0 {
-            return None;
-        }
-        Some(match self.coalesce {
-            Coalesce::Off => c.first_ns,
-            Coalesce::Fixed { frames, time } => {
-                if c.datagrams >= frames {
-                    c.first_ns
-                } else {
-                    c.first_ns + time.as_nanos() as u64
-                }
-            }
-            Coalesce::Adaptive { frames, time } => {
-                let t = time.as_nanos() as u64;
-                // Sparse traffic (the last hand-over long ago) goes out at once.
-                if c.datagrams >= frames || c.first_ns.saturating_sub(self.last_handover_ns) >= t {
-                    c.first_ns
-                } else {
-                    c.first_ns + t
-                }
-            }
+        (c.pos > 0).then(|| {
+            self.coalesce
+                .schedule(c.datagrams as u64, c.first_ns, self.last_handover_ns)
         })
     }
 
@@ -335,7 +317,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 let waited = since.elapsed();
                 sys::monotonic_ns() + self.reorder_timeout.saturating_sub(waited).as_nanos() as u64
             });
-        let deadline = match (self.hand_over_due(), reorder) {
+        let due = self.hand_over_due();
+        // Right after a receive: hand over now if that receive made it due.
+        if due.is_some_and(|d| sys::monotonic_ns() >= d.on_receive) {
+            self.hand_over();
+            return false;
+        }
+        let deadline = match (due.map(|d| d.at_latest), reorder) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -356,7 +344,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         if self
             .hand_over_due()
-            .is_some_and(|due| sys::monotonic_ns() >= due)
+            .is_some_and(|due| sys::monotonic_ns() >= due.at_latest)
         {
             self.hand_over();
         }

@@ -16,9 +16,12 @@ use super::sockaddr::{NameBuf, sockaddr_from_bytes};
 /// `UDP_GRO` (4), each with its header and padding, rounded up generously.
 pub const CONTROL_SPACE: usize = 2 * cmsg_space(4) + cmsg_space(16) + 16;
 
-/// Iovecs per datagram: a whole buffer; a header area and a payload area; or a header area,
-/// a payload area and a spill area for what does not fit the payload area.
+/// Iovecs per datagram by default: a whole buffer; a header area and a payload area; or a
+/// header area, a payload area and a spill area for what does not fit the payload area.
 const IOVS: usize = 3;
+
+/// The most iovecs one entry may have (the kernel's `UIO_MAXIOV`).
+pub const MAX_IOVECS: usize = 1024;
 
 /// Aligned control-message buffer of one datagram.
 #[derive(Clone, Copy)]
@@ -57,7 +60,9 @@ pub enum Wait {
 /// ```
 pub struct RecvBatch {
     msgs: Vec<libc::mmsghdr>,
-    iovs: Vec<[libc::iovec; IOVS]>,
+    /// `stride` iovecs per entry, entry `i` at `i * stride`.
+    iovs: Vec<libc::iovec>,
+    stride: usize,
     iov_count: Vec<usize>,
     names: Vec<NameBuf>,
     controls: Vec<ControlBuf>,
@@ -73,14 +78,23 @@ const EMPTY_IOV: libc::iovec = libc::iovec {
 };
 
 impl RecvBatch {
-    /// Headers for up to `capacity` datagrams per call.
+    /// Headers for up to `capacity` datagrams per call, each with up to 3 buffers.
     pub fn new(capacity: usize) -> Self {
+        Self::with_iovecs(capacity, IOVS)
+    }
+
+    /// Headers for up to `capacity` receives per call, each scattered over up to
+    /// `per_entry` buffers (at most [`MAX_IOVECS`]): for UDP GRO, one buffer per datagram a
+    /// coalesced receive may hold.
+    pub fn with_iovecs(capacity: usize, per_entry: usize) -> Self {
         let capacity = capacity.max(1);
+        let stride = per_entry.clamp(1, MAX_IOVECS);
         // SAFETY: all-zero is a valid value for this plain C struct.
         let zeroed: libc::mmsghdr = unsafe { mem::zeroed() };
         Self {
             msgs: vec![zeroed; capacity],
-            iovs: vec![[EMPTY_IOV; IOVS]; capacity],
+            iovs: vec![EMPTY_IOV; capacity * stride],
+            stride,
             iov_count: vec![0; capacity],
             names: vec![NameBuf::default(); capacity],
             controls: vec![ControlBuf([0; CONTROL_SPACE]); capacity],
@@ -98,7 +112,7 @@ impl RecvBatch {
     /// `buf` must be valid for writes of `len` bytes until the next receive call returns, and
     /// must not be read or written by anyone else meanwhile.
     pub unsafe fn set_buffer(&mut self, i: usize, buf: *mut u8, len: usize) {
-        self.iovs[i][0] = libc::iovec {
+        self.iovs[i * self.stride] = libc::iovec {
             iov_base: buf.cast(),
             iov_len: len,
         };
@@ -122,31 +136,51 @@ impl RecvBatch {
         unsafe { self.set_scatter(i, &[(head, head_len), (body, body_len)]) };
     }
 
-    /// Points entry `i` at up to three buffers filled in order (a scatter read): for
-    /// in-place reception, the header into a small area, the payload straight into an output
-    /// buffer at its position, and anything longer than expected into a spill area.
+    /// Points entry `i` at up to three buffers (more with [`RecvBatch::with_iovecs`]) filled
+    /// in order (a scatter read): for in-place reception, the header into a small area, the
+    /// payload straight into an output buffer at its position, and anything longer than
+    /// expected into a spill area.
     ///
     /// # Safety
     /// As for [`RecvBatch::set_buffer`], for every buffer given.
     pub unsafe fn set_scatter(&mut self, i: usize, parts: &[(*mut u8, usize)]) {
-        assert!(
-            (1..=IOVS).contains(&parts.len()),
-            "1 to {IOVS} parts per datagram"
-        );
-        for (k, &(base, len)) in parts.iter().enumerate() {
-            self.iovs[i][k] = libc::iovec {
+        // SAFETY: the caller's guarantee is the one set_iovecs needs.
+        unsafe { self.set_iovecs(i, parts.iter().copied()) };
+    }
+
+    /// Points entry `i` at the buffers `parts` yields, filled in order; at most the
+    /// per-entry count the batch was made with.
+    ///
+    /// # Safety
+    /// As for [`RecvBatch::set_buffer`], for every buffer given.
+    pub unsafe fn set_iovecs(
+        &mut self,
+        i: usize,
+        parts: impl IntoIterator<Item = (*mut u8, usize)>,
+    ) {
+        let start = i * self.stride;
+        let mut k = 0;
+        for (base, len) in parts {
+            assert!(
+                k < self.stride,
+                "more than {} buffers per entry",
+                self.stride
+            );
+            self.iovs[start + k] = libc::iovec {
                 iov_base: base.cast(),
                 iov_len: len,
             };
+            k += 1;
         }
-        self.iov_count[i] = parts.len();
+        assert!(k > 0, "entry {i} needs a buffer");
+        self.iov_count[i] = k;
     }
 
     fn arm(&mut self, i: usize) {
         let hdr = &mut self.msgs[i].msg_hdr;
         hdr.msg_name = self.names[i].0.as_mut_ptr().cast();
         hdr.msg_namelen = size_of::<NameBuf>() as libc::socklen_t;
-        hdr.msg_iov = self.iovs[i].as_mut_ptr();
+        hdr.msg_iov = self.iovs[i * self.stride..].as_mut_ptr();
         hdr.msg_iovlen = self.iov_count[i] as _;
         hdr.msg_control = self.controls[i].0.as_mut_ptr().cast();
         hdr.msg_controllen = CONTROL_SPACE as _;
@@ -219,7 +253,8 @@ impl RecvBatch {
     /// Metadata of entry `i` after a receive call that filled it.
     pub fn meta(&self, i: usize) -> RecvMeta {
         let m = &self.msgs[i];
-        let room: usize = self.iovs[i][..self.iov_count[i]]
+        let start = i * self.stride;
+        let room: usize = self.iovs[start..start + self.iov_count[i]]
             .iter()
             .map(|v| v.iov_len)
             .sum();

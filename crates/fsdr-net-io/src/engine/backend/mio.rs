@@ -1,7 +1,8 @@
 //! The `mio` backend: one receive thread, the socket registered edge-triggered with
 //! `mio::Poll`; on readiness it drains the socket with `recvmmsg` batches until a batch comes
 //! back short (an edge-triggered socket reports the next datagram with a new event, so no
-//! extra call that would only return `EAGAIN`).
+//! extra call that would only return `EAGAIN`). With `SocketConfig::gro` each entry takes a
+//! coalesced receive, split into its datagrams in place ([`gro`](super::gro)).
 
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use super::super::datagram::Clocks;
 use super::super::slots::ReceiverEnd;
 use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Shared};
+use super::gro::{GroReader, Outcome};
 use super::{Capabilities, ReceiveBackend, Started, Stopper};
 use crate::Error;
 use crate::sys::{self, RecvBatch, Wait};
@@ -32,7 +34,10 @@ impl ReceiveBackend for Mio {
         "mio"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities::SOCKET
+        Capabilities {
+            gro: true,
+            ..Capabilities::SOCKET
+        }
     }
     /// One thread per socket (the `reuseport` backend starts its group through this).
     fn start(
@@ -77,7 +82,12 @@ fn spawn_mio_thread(
     let worker_cfg = cfg.clone();
     let handle = spawn_receive_thread(index, &cfg.threads, move || {
         let worker = Worker::new(index, shared, end, &worker_cfg, batch);
-        run(worker, socket, poll, batch)
+        let reader = if worker_cfg.socket.gro {
+            Reader::Gro(GroReader::new(batch, worker_cfg.slot_size))
+        } else {
+            Reader::Plain(RecvBatch::new(batch), batch)
+        };
+        run(worker, socket, poll, reader)
     })?;
     let stopper: Stopper = Box::new(move || {
         let _ = waker.wake();
@@ -85,11 +95,40 @@ fn spawn_mio_thread(
     Ok((handle, stopper))
 }
 
-fn run(mut worker: Worker, socket: Socket, mut poll: Poll, batch: usize) {
-    let mut msgs = RecvBatch::new(batch);
+/// How the thread reads: one datagram per entry, or coalesced (GRO) receives.
+enum Reader {
+    Plain(RecvBatch, usize),
+    Gro(GroReader),
+}
+
+impl Reader {
+    /// Free slots a receive call needs.
+    fn min_free(&self) -> usize {
+        match self {
+            Reader::Plain(..) => 1,
+            Reader::Gro(gro) => gro.min_free(),
+        }
+    }
+
+    /// One receive call: `Some(true)` when the socket may hold more, `Some(false)` when it
+    /// is drained, `None` when the consumer has no room and the policy is to pause.
+    fn read(&mut self, worker: &mut Worker, socket: &Socket) -> std::io::Result<Option<bool>> {
+        match self {
+            Reader::Plain(msgs, batch) => {
+                Ok(recv_batch(worker, msgs, socket, *batch, Wait::No)?.map(|n| n == *batch))
+            }
+            Reader::Gro(gro) => Ok(match gro.recv(worker, socket)? {
+                Outcome::Received { more } => Some(more),
+                Outcome::NoRoom => None,
+            }),
+        }
+    }
+}
+
+fn run(mut worker: Worker, socket: Socket, mut poll: Poll, mut msgs: Reader) {
     let mut events = Events::with_capacity(8);
     // Datagrams may already be queued before the first edge.
-    let mut wake_by = drain(&mut worker, &mut msgs, &socket, batch);
+    let mut wake_by = drain(&mut worker, &mut msgs, &socket);
     while !worker.stopping() {
         // Sleep until the socket has more, or until a deferred wake-up of the consumer is due.
         let timeout = wake_by.map_or(IDLE_POLL, |d| {
@@ -105,7 +144,7 @@ fn run(mut worker: Worker, socket: Socket, mut poll: Poll, batch: usize) {
             break;
         }
         if events.iter().any(|e| e.token() == SOCKET) {
-            wake_by = drain(&mut worker, &mut msgs, &socket, batch);
+            wake_by = drain(&mut worker, &mut msgs, &socket);
         } else if let Some(d) = wake_by {
             let now = sys::monotonic_ns();
             if now >= d {
@@ -117,7 +156,7 @@ fn run(mut worker: Worker, socket: Socket, mut poll: Poll, batch: usize) {
         }
     }
     // Take whatever is still queued, then read the final drop count.
-    drain(&mut worker, &mut msgs, &socket, batch);
+    drain(&mut worker, &mut msgs, &socket);
     worker.wake(sys::monotonic_ns());
     worker.refresh_kernel_drops(&socket);
 }
@@ -126,16 +165,16 @@ fn run(mut worker: Worker, socket: Socket, mut poll: Poll, batch: usize) {
 /// socket reports the next datagram with a new event, so no call that would only say
 /// `EAGAIN`), pausing while the consumer is behind if that is the policy. Returns when the
 /// consumer must be woken at the latest.
-fn drain(worker: &mut Worker, msgs: &mut RecvBatch, socket: &Socket, batch: usize) -> Option<u64> {
+fn drain(worker: &mut Worker, msgs: &mut Reader, socket: &Socket) -> Option<u64> {
     loop {
-        match recv_batch(worker, msgs, socket, batch, Wait::No) {
-            Ok(Some(n)) if n == batch => continue,
-            Ok(Some(_)) => break,
+        match msgs.read(worker, socket) {
+            Ok(Some(true)) => continue,
+            Ok(Some(false)) => break,
             Ok(None) => {
                 if worker.stopping() {
                     break;
                 }
-                worker.wait_for_room();
+                worker.wait_for_room_and_free(msgs.min_free());
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) => {

@@ -3,6 +3,7 @@
 //! of that table; [`Backend::ALL`] (every CLI, the xtask's receiver list) follows.
 
 mod blocking;
+mod gro;
 mod mio;
 #[cfg(feature = "uring")]
 mod multishot;
@@ -23,6 +24,8 @@ use super::config::EngineConfig;
 use super::slots::ReceiverEnd;
 use crate::Error;
 use crate::socket::{OpenedSocket, open_socket};
+
+pub(crate) use gro::MAX_SEGMENTS as GRO_MAX_SEGMENTS;
 
 /// What a backend can deliver besides the datagrams themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,6 +28,7 @@ impl ReceiveBackend for Reuseport {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             multi_thread: true,
+            gro: true,
             ..Capabilities::SOCKET
         }
     }
