@@ -58,7 +58,9 @@ pub struct LossArgs {
     /// Bisection steps for --find-max.
     #[arg(long, default_value_t = 4)]
     pub steps: u32,
-    /// Runs per cell; the run with the median CPU per GB is reported.
+    /// Rounds: each runs every receiver at every rate once (interleaved in time); per cell the
+    /// run with the median CPU per GB is reported, and the median of its ratios to the
+    /// reference run of the same round.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
     /// Paced sender: microseconds of stream per send call (as a NIC's interrupt moderation
@@ -128,6 +130,9 @@ struct Cell {
     wakeups: Option<u64>,
     paused: Option<u64>,
     copied_bytes: Option<u64>,
+    /// CPU per GB as a multiple of the recvmmsg reference's in the same round (the median
+    /// over rounds), when the reference ran.
+    ratio: Option<f64>,
 }
 
 impl Cell {
@@ -180,6 +185,7 @@ impl Cell {
             "send_errors": self.send_errors,
             "cpu_seconds": self.cpu_seconds,
             "cpu_seconds_per_gb": self.cpu_per_gb(),
+            "cpu_ratio_to_reference": self.ratio,
             "received": self.received,
             "recv_calls": self.recv_calls,
             "calls_per_datagram": self.calls_per_datagram(),
@@ -339,17 +345,28 @@ impl Harness {
             wakeups: stat("wakeups"),
             paused: stat("paused"),
             copied_bytes: got["copied_bytes"].as_u64(),
+            ratio: None,
         })
     }
 
-    /// Runs a cell `runs` times and keeps the run with the median CPU per GB.
-    fn median_cell(&self, receiver: &str, rate: Rate, runs: usize) -> Result<Cell> {
-        let mut all = Vec::new();
-        for _ in 0..runs.max(1) {
-            all.push(self.cell(receiver, rate, self.args.seconds)?);
-        }
-        all.sort_by(|a, b| a.cpu_per_gb().total_cmp(&b.cpu_per_gb()));
-        Ok(all.swap_remove(all.len() / 2))
+    /// Of one cell's runs, the one with the median CPU per GB; its ratio to the reference is
+    /// the median of the ratios each run had to the reference run of its own round (`refs`,
+    /// round by round), so that a slow spell of the machine moves both sides of a ratio.
+    fn median_cell(mut runs: Vec<Cell>, refs: Option<&[Cell]>) -> Cell {
+        let mut ratios: Vec<f64> = match refs {
+            Some(refs) => runs
+                .iter()
+                .zip(refs)
+                .map(|(c, r)| c.cpu_per_gb() / r.cpu_per_gb())
+                .filter(|x| x.is_finite())
+                .collect(),
+            None => Vec::new(),
+        };
+        ratios.sort_by(f64::total_cmp);
+        runs.sort_by(|a, b| a.cpu_per_gb().total_cmp(&b.cpu_per_gb()));
+        let mut c = runs.swap_remove(runs.len() / 2);
+        c.ratio = (!ratios.is_empty()).then(|| ratios[ratios.len() / 2]);
+        c
     }
 
     /// Bisects between the highest lossless and the lowest lossy rate of the sweep.
@@ -419,35 +436,49 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
     };
     build()?;
     let h = Harness::new(args.clone())?;
-    let total = (receivers.len() * rates.len()) as u64;
+    let runs = args.runs.max(1);
+    let total = (receivers.len() * rates.len() * runs) as u64;
     let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")?
             .progress_chars("=> "),
     );
-    let mut cells = Vec::new();
-    for recv in &receivers {
-        for &rate in &rates {
-            bar.set_message(format!("{recv} at {}", rate.label()));
-            let c = h
-                .median_cell(recv, rate, args.runs)
-                .with_context(|| format!("{recv} at {}", rate.label()))?;
-            let line = format!(
-                "{recv:>26} {:>12}: offered {:7.1} MB/s, delivered {:>8.4}%, kernel drops {}, overflows {}, {:.2} CPU-s/GB",
-                rate.label(),
-                c.offered_mbps,
-                100.0 * c.success(),
-                c.kernel_drops,
-                c.overflows,
-                c.cpu_per_gb()
-            );
-            if bar.is_hidden() {
-                eprintln!("{line}");
-            } else {
-                bar.println(line);
+    // Rounds: every receiver at every rate once per round, so that the runs of the
+    // receivers (and the reference) are interleaved in time rather than one after another.
+    let mut all: Vec<Vec<Vec<Cell>>> = vec![vec![Vec::new(); rates.len()]; receivers.len()];
+    for round in 0..runs {
+        for (ri, &rate) in rates.iter().enumerate() {
+            for (xi, recv) in receivers.iter().enumerate() {
+                bar.set_message(format!("round {}: {recv} at {}", round + 1, rate.label()));
+                let c = h
+                    .cell(recv, rate, args.seconds)
+                    .with_context(|| format!("{recv} at {}", rate.label()))?;
+                let line = format!(
+                    "{recv:>26} {:>12}: offered {:7.1} MB/s, delivered {:>8.4}%, kernel drops {}, overflows {}, {:.2} CPU-s/GB",
+                    rate.label(),
+                    c.offered_mbps,
+                    100.0 * c.success(),
+                    c.kernel_drops,
+                    c.overflows,
+                    c.cpu_per_gb()
+                );
+                if bar.is_hidden() {
+                    eprintln!("{line}");
+                } else {
+                    bar.println(line);
+                }
+                all[xi][ri].push(c);
+                bar.inc(1);
             }
-            cells.push(c);
-            bar.inc(1);
+        }
+    }
+    let reference = receivers.iter().position(|r| r == "recvmmsg");
+    let mut cells = Vec::new();
+    for ri in 0..rates.len() {
+        let refs: Option<Vec<Cell>> = reference.map(|x| all[x][ri].clone());
+        for xi in 0..receivers.len() {
+            let runs = std::mem::take(&mut all[xi][ri]);
+            cells.push(Harness::median_cell(runs, refs.as_deref()));
         }
     }
     let mut maxes = Vec::new();
@@ -515,15 +546,13 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             },
         );
         table(
-            "CPU seconds of the receiving process per GB delivered (× the recvmmsg reference in the same run)",
+            "CPU seconds of the receiving process per GB delivered (× the recvmmsg reference: median of each run's ratio to the reference run of its round)",
             &receivers,
             &rates,
             |recv, r| {
-                find(recv, r).map_or("-".into(), |c| {
-                    match find("recvmmsg", r).map(|b| c.cpu_per_gb() / b.cpu_per_gb()) {
-                        Some(x) if x.is_finite() => format!("{:.2} ({x:.2}×)", c.cpu_per_gb()),
-                        _ => format!("{:.2}", c.cpu_per_gb()),
-                    }
+                find(recv, r).map_or("-".into(), |c| match c.ratio {
+                    Some(x) => format!("{:.2} ({x:.2}×)", c.cpu_per_gb()),
+                    None => format!("{:.2}", c.cpu_per_gb()),
                 })
             },
         );

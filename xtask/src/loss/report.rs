@@ -121,6 +121,7 @@ mod tests {
             wakeups: Some(10),
             paused: Some(0),
             copied_bytes: Some(2_000_000_000),
+            ratio: None,
         };
         assert!((c.success() - 0.999).abs() < 1e-12);
         assert!(!c.lossless());
