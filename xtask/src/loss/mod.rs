@@ -445,7 +445,7 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
     );
     // Rounds: every receiver at every rate once per round, so that the runs of the
     // receivers (and the reference) are interleaved in time rather than one after another.
-    let mut all: Vec<Vec<Vec<Cell>>> = vec![vec![Vec::new(); rates.len()]; receivers.len()];
+    let mut all: Vec<Vec<Vec<Cell>>> = vec![vec![Vec::new(); receivers.len()]; rates.len()];
     for round in 0..runs {
         for (ri, &rate) in rates.iter().enumerate() {
             for (xi, recv) in receivers.iter().enumerate() {
@@ -467,18 +467,17 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
                 } else {
                     bar.println(line);
                 }
-                all[xi][ri].push(c);
+                all[ri][xi].push(c);
                 bar.inc(1);
             }
         }
     }
     let reference = receivers.iter().position(|r| r == "recvmmsg");
     let mut cells = Vec::new();
-    for ri in 0..rates.len() {
-        let refs: Option<Vec<Cell>> = reference.map(|x| all[x][ri].clone());
-        for xi in 0..receivers.len() {
-            let runs = std::mem::take(&mut all[xi][ri]);
-            cells.push(Harness::median_cell(runs, refs.as_deref()));
+    for per_rate in &mut all {
+        let refs: Option<Vec<Cell>> = reference.map(|x| per_rate[x].clone());
+        for runs in per_rate.iter_mut() {
+            cells.push(Harness::median_cell(std::mem::take(runs), refs.as_deref()));
         }
     }
     let mut maxes = Vec::new();
