@@ -94,6 +94,50 @@ fn coalesced_receives_arrive_as_their_datagrams_whole_and_in_order_when_sizes_ch
     );
 }
 
+/// Runs of random sizes and lengths, some sent as GSO super-packets and some one datagram per
+/// send, in one stream: whatever the kernel coalesces and however the learnt segment size
+/// lags behind, every datagram arrives whole, once, in order.
+#[test]
+fn random_runs_of_sizes_arrive_whole_and_in_order() {
+    let engine = gro_engine(Backend::Mio, Format::Raw, |_| {});
+    let mut tx = Sender::new(&SenderConfig::new(engine.local_addr())).unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut sizes = Vec::new();
+    let mut first = 0u64;
+    for _ in 0..40 {
+        let size = 16 + next(9000) as usize;
+        let count = 1 + next(60);
+        if next(4) == 0 {
+            let one: Vec<Vec<u8>> = (first..first + count).map(|i| datagram(i, size)).collect();
+            let refs: Vec<&[u8]> = one.iter().map(|d| d.as_slice()).collect();
+            tx.send_datagrams(&refs).unwrap();
+        } else {
+            send_run(&mut tx, first, count, size);
+        }
+        sizes.extend(std::iter::repeat_n(size, count as usize));
+        first += count;
+    }
+    let (got, s) = drain(engine, sizes.len());
+    let ctx = format!("{s}");
+    assert_eq!(got.len(), sizes.len(), "{ctx}");
+    for (i, (d, &size)) in got.iter().zip(&sizes).enumerate() {
+        assert_eq!(
+            d,
+            &datagram(i as u64, size),
+            "datagram {i} of {size} B: {ctx}"
+        );
+    }
+    assert_eq!(s.received, sizes.len() as u64, "{ctx}");
+    assert_eq!(s.truncated + s.overflow + s.kernel_drops, 0, "{ctx}");
+    assert!(s.gro_datagrams > 0, "{ctx}");
+}
+
 #[test]
 fn datagrams_larger_than_a_slot_are_truncated_one_by_one() {
     let engine = gro_engine(Backend::Mio, Format::Raw, |c| c.slot_size = 1024);
