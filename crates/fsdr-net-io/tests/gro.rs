@@ -36,6 +36,21 @@ fn send_run(tx: &mut Sender, first: u64, count: u64, size: usize) {
     tx.send_segments(&buf, size).unwrap();
 }
 
+/// Receives datagram `i` of `sizes[i]` bytes for every `i`, whole and in order, then shuts the
+/// engine down and returns its stats.
+fn drain_in_order(engine: Engine, sizes: &[usize]) -> Stats {
+    let (got, s) = drain(engine, sizes.len());
+    assert_eq!(got.len(), sizes.len(), "{s}");
+    for (i, (d, &size)) in got.iter().zip(sizes).enumerate() {
+        assert_eq!(
+            d,
+            &datagram(i as u64, size),
+            "datagram {i} of {size} B: {s}"
+        );
+    }
+    s
+}
+
 /// Receives until `n` datagrams came or nothing more comes; returns them and the stats.
 fn drain(mut engine: Engine, n: usize) -> (Vec<Vec<u8>>, Stats) {
     let mut got = Vec::new();
@@ -69,16 +84,8 @@ fn coalesced_receives_arrive_as_their_datagrams_whole_and_in_order_when_sizes_ch
         sizes.extend(std::iter::repeat_n(size, count as usize));
         first += count;
     }
-    let (got, s) = drain(engine, sizes.len());
+    let s = drain_in_order(engine, &sizes);
     let ctx = format!("{s}");
-    assert_eq!(got.len(), sizes.len(), "{ctx}");
-    for (i, (d, &size)) in got.iter().zip(&sizes).enumerate() {
-        assert_eq!(
-            d,
-            &datagram(i as u64, size),
-            "datagram {i} of {size} B: {ctx}"
-        );
-    }
     assert_eq!((s.received, s.delivered), (1300, 1300), "{ctx}");
     assert_eq!(s.truncated + s.overflow + s.kernel_drops, 0, "{ctx}");
     assert!(
@@ -123,16 +130,8 @@ fn random_runs_of_sizes_arrive_whole_and_in_order() {
         sizes.extend(std::iter::repeat_n(size, count as usize));
         first += count;
     }
-    let (got, s) = drain(engine, sizes.len());
+    let s = drain_in_order(engine, &sizes);
     let ctx = format!("{s}");
-    assert_eq!(got.len(), sizes.len(), "{ctx}");
-    for (i, (d, &size)) in got.iter().zip(&sizes).enumerate() {
-        assert_eq!(
-            d,
-            &datagram(i as u64, size),
-            "datagram {i} of {size} B: {ctx}"
-        );
-    }
     assert_eq!(s.received, sizes.len() as u64, "{ctx}");
     assert_eq!(s.truncated + s.overflow + s.kernel_drops, 0, "{ctx}");
     assert!(s.gro_datagrams > 0, "{ctx}");
