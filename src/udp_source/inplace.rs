@@ -13,7 +13,7 @@ use fsdr_net_io::sample::Item;
 use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 
-use super::{Deadline, SourceStats, context_pmt, gap_pmt, sleep_until, tags_of};
+use super::{Activity, Deadline, SourceStats, context_pmt, gap_pmt, sleep_until, tags_of};
 use crate::probe::ProbeSpec;
 
 /// A circuit buffer lent to the receive thread.
@@ -88,9 +88,8 @@ pub struct InPlaceUdpSource<T: Item> {
     spare: Vec<circuit::Buffer<T>>,
     stats_interval: Option<Duration>,
     next_stats: Option<Instant>,
-    idle_finish: Option<(Duration, Duration)>,
-    started: Option<Instant>,
-    last_data: Option<Instant>,
+    /// When the stream started and last brought data, and when silence ends it.
+    activity: Activity,
     deadline: Arc<Mutex<Deadline>>,
     probe: Option<ProbeSpec>,
     pub(super) batch_workers: bool,
@@ -116,9 +115,7 @@ impl<T: Item> InPlaceUdpSource<T> {
             spare: Vec::new(),
             stats_interval,
             next_stats: None,
-            idle_finish,
-            started: None,
-            last_data: None,
+            activity: Activity::new(idle_finish),
             deadline: Arc::new(Mutex::new(Deadline::new())),
             probe,
             batch_workers: true,
@@ -197,7 +194,7 @@ impl<T: Item> InPlaceUdpSource<T> {
             self.spare.push(b);
             return Ok(());
         }
-        self.last_data = Some(now);
+        self.activity.data(now);
         b.set_valid(items);
         let (_, out_tags) = b.slice_with_tags();
         out_tags.extend(tags.into_iter().flat_map(|t| {
@@ -233,7 +230,7 @@ impl<T: Item> Kernel for InPlaceUdpSource<T> {
             crate::worker_policy::batch_this_worker();
         }
         let now = Instant::now();
-        let started = *self.started.get_or_insert(now);
+        let started = self.activity.start(now);
         if self.rx.is_none() {
             io.finished = true;
             return Ok(());
@@ -250,10 +247,7 @@ impl<T: Item> Kernel for InPlaceUdpSource<T> {
                 mo.post("stats", self.stats().to_pmt()).await?;
             }
         }
-        let idle_end = self.idle_finish.map(|(idle, first)| match self.last_data {
-            Some(last) => last + idle,
-            None => started + first,
-        });
+        let idle_end = self.activity.idle_end();
         if idle_end.is_some_and(|end| now >= end) {
             // The stream is over: stop the receive thread, pass on what it still had, and
             // say so with the final counters.

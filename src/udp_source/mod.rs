@@ -115,11 +115,8 @@ pub struct UdpSource<T: Item> {
     max_datagram: usize,
     stats_interval: Option<Duration>,
     next_stats: Option<Instant>,
-    /// Silence that ends the stream, and the wait for the first datagram.
-    idle_finish: Option<(Duration, Duration)>,
-    /// First work() call: the idle clock starts here when nothing ever arrives.
-    started: Option<Instant>,
-    last_data: Option<Instant>,
+    /// When the stream started and last brought data, and when silence ends it.
+    activity: Activity,
     deadline: Arc<Mutex<Deadline>>,
     work_calls: u64,
     /// Pipe id of this source (the `block` field of its LTTng events).
@@ -175,6 +172,46 @@ impl Future for DeadlineWait {
             }
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+/// The idle clock every source keeps for `finish_after_idle`: when the stream started (the
+/// first `work` call) and last brought data.
+#[derive(Debug, Clone, Copy)]
+struct Activity {
+    /// Silence that ends the stream, and the wait for the first datagram.
+    idle_finish: Option<(Duration, Duration)>,
+    started: Option<Instant>,
+    last_data: Option<Instant>,
+}
+
+impl Activity {
+    fn new(idle_finish: Option<(Duration, Duration)>) -> Self {
+        Self {
+            idle_finish,
+            started: None,
+            last_data: None,
+        }
+    }
+
+    /// The start, set by the first call.
+    fn start(&mut self, now: Instant) -> Instant {
+        *self.started.get_or_insert(now)
+    }
+
+    /// Data arrived at `now`.
+    fn data(&mut self, now: Instant) {
+        self.last_data = Some(now);
+    }
+
+    /// When the silence ends the stream (after [`Activity::start`]); `None` without
+    /// `finish_after_idle`.
+    fn idle_end(&self) -> Option<Instant> {
+        let (idle, first) = self.idle_finish?;
+        Some(match self.last_data {
+            Some(last) => last + idle,
+            None => self.started? + first,
+        })
     }
 }
 
@@ -313,9 +350,7 @@ impl<T: Item> UdpSource<T> {
             max_datagram,
             stats_interval,
             next_stats: None,
-            idle_finish,
-            started: None,
-            last_data: None,
+            activity: Activity::new(idle_finish),
             deadline: Arc::new(Mutex::new(Deadline::new())),
             work_calls: 0,
             trace_block,
@@ -401,7 +436,7 @@ impl<T: Item> UdpSource<T> {
                 break;
             }
             let Some(d) = engine.try_recv() else { break };
-            self.last_data = Some(now);
+            self.activity.data(now);
             if d.info().class == PacketClass::Context {
                 for (name, value) in self.contexts.take(d.bytes()) {
                     w.tag_next_datagram(TagKind::Setting { name, value });
@@ -437,7 +472,7 @@ impl<T: Item> Kernel for UdpSource<T> {
             crate::worker_policy::batch_this_worker();
         }
         let now = Instant::now();
-        let started = *self.started.get_or_insert(now);
+        let started = self.activity.start(now);
         if self.engine.is_none() {
             io.finished = true;
             return Ok(());
@@ -459,10 +494,7 @@ impl<T: Item> Kernel for UdpSource<T> {
         }
         if let Stop::Idle = stop {
             let engine = self.engine.as_ref().expect("engine present");
-            let idle_end = self.idle_finish.map(|(idle, first)| match self.last_data {
-                Some(last) => last + idle,
-                None => started + first,
-            });
+            let idle_end = self.activity.idle_end();
             if idle_end.is_some_and(|end| now >= end)
                 && engine.next_deadline().is_none()
                 && !self.dp.pending()

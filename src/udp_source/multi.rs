@@ -16,7 +16,7 @@ use fsdr_net_io::{Engine, Stats, StatsHandle, StreamSelector};
 use futuresdr::runtime::dev::prelude::*;
 use serde::Serialize;
 
-use super::{Deadline, Stop, context_pmt, gap_pmt, sleep_until, tags_of};
+use super::{Activity, Deadline, Stop, context_pmt, gap_pmt, sleep_until, tags_of};
 
 /// The counters of one output of a [`MultiUdpSource`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -148,9 +148,8 @@ pub struct MultiUdpSource<T: Item> {
     local_addr: SocketAddr,
     final_stats: Option<Stats>,
     max_datagram: usize,
-    idle_finish: Option<(Duration, Duration)>,
-    started: Option<Instant>,
-    last_data: Option<Instant>,
+    /// When the stream started and last brought data, and when silence ends it.
+    activity: Activity,
     deadline: Arc<Mutex<Deadline>>,
     /// Datagrams of unselected streams by (stream ID, sender); named only when read.
     skipped: HashMap<(Option<u32>, SocketAddr), u64>,
@@ -194,9 +193,7 @@ impl<T: Item> MultiUdpSource<T> {
             engine: Some(engine),
             final_stats: None,
             max_datagram,
-            idle_finish,
-            started: None,
-            last_data: None,
+            activity: Activity::new(idle_finish),
             deadline: Arc::new(Mutex::new(Deadline::new())),
             skipped: HashMap::new(),
             contexts: ContextTracker::default(),
@@ -263,7 +260,7 @@ impl<T: Item> MultiUdpSource<T> {
                 break;
             }
             let Some(d) = engine.try_recv() else { break };
-            self.last_data = Some(now);
+            self.activity.data(now);
             let (id, source) = (d.info().stream_id, d.meta().source);
             let Some(i) = self.selectors.iter().position(|s| s.matches(id, source)) else {
                 *self.skipped.entry((id, source)).or_default() += 1;
@@ -328,7 +325,7 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
             crate::worker_policy::batch_this_worker();
         }
         let now = Instant::now();
-        let started = *self.started.get_or_insert(now);
+        self.activity.start(now);
         if self.engine.is_none() {
             io.finished = true;
             return Ok(());
@@ -347,10 +344,7 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
         }
         if let Stop::Idle = stop {
             let engine = self.engine.as_ref().expect("engine present");
-            let idle_end = self.idle_finish.map(|(idle, first)| match self.last_data {
-                Some(last) => last + idle,
-                None => started + first,
-            });
+            let idle_end = self.activity.idle_end();
             if idle_end.is_some_and(|end| now >= end)
                 && engine.next_deadline().is_none()
                 && !self.pending()
