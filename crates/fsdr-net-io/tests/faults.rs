@@ -27,6 +27,9 @@ fn stream_with(
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.format = format;
     cfg.socket.gro = gro;
+    // Counting, not timing, is under test: a sender thread descheduled for a few ms on a
+    // loaded machine must not turn a reordered packet into a missed and a late one.
+    cfg.reorder_timeout = Duration::from_millis(100);
     let mut engine = Engine::start(cfg).unwrap();
     let mut emu = EmulatorConfig::new(engine.local_addr(), format);
     emu.rate = 20e6;
