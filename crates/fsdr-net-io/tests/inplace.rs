@@ -272,3 +272,51 @@ fn backends_other_than_recvmmsg_are_refused() {
     let e = InPlaceReceiver::<u8, Vec<u8>>::start(cfg).unwrap_err();
     assert!(e.to_string().contains("recvmmsg"), "{e}");
 }
+
+/// The receive thread fills the buffers returned last (their memory is still in the
+/// cache), not the ones that waited longest; and no more buffers than configured can be lent.
+#[test]
+fn the_buffer_returned_last_is_filled_next_and_lending_is_bounded() {
+    let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    engine.backend = Backend::Recvmmsg;
+    engine.format = Format::Seq64;
+    let cfg = InPlaceConfig {
+        engine,
+        decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
+        depacketizer: DepacketizerConfig::default(),
+        buffers: 4,
+    };
+    let mut rx = InPlaceReceiver::<u8, Vec<u8>>::start(cfg).unwrap();
+    for _ in 0..4 {
+        rx.give(vec![0u8; 64 * 1024]).unwrap();
+    }
+    assert!(rx.give(vec![0u8; 16]).is_err(), "a fifth buffer is refused");
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut send_and_take = |seq: u64| {
+        let mut dg = seq.to_le_bytes().to_vec();
+        dg.extend_from_slice(&[seq as u8; 100]);
+        tx.send_to(&dg, rx.local_addr()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "datagram {seq} never handed over"
+            );
+            rx.notifier().wait_timeout(Duration::from_millis(20));
+            if let Some(f) = rx.take() {
+                assert_eq!((f.items, f.buffer[0]), (100, seq as u8));
+                let at = f.buffer.as_ptr();
+                rx.give(f.buffer).unwrap();
+                return at;
+            }
+        }
+    };
+    // The thread takes its next buffer as soon as it hands one over, so with one buffer
+    // downstream at a time two take turns; a FIFO would cycle through all four.
+    let mut used: Vec<*const u8> = (1..=12).map(&mut send_and_take).collect();
+    used.sort();
+    used.dedup();
+    assert_eq!(used.len(), 2, "buffers used: {used:?}");
+    let (stats, dp, _) = rx.shutdown();
+    assert_eq!((stats.delivered, dp.items), (12, 1200));
+}

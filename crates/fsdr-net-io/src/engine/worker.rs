@@ -91,7 +91,7 @@ pub(crate) struct Worker {
     filter: SourceFilter,
     /// Hand VRT context packets to the consumer instead of counting them as skipped.
     deliver_context: bool,
-    /// Free slots this thread owns and has not used yet.
+    /// Free slots set aside for the next receive (its first entries are used first).
     pub(crate) stash: Vec<u32>,
     /// Slots taken for a batch that came back unused or were recycled.
     keep: Vec<u32>,
@@ -189,12 +189,17 @@ impl Worker {
     /// multishot ring, and for the datagrams of a coalesced receive that outnumber the slots
     /// set aside for it).
     pub(crate) fn take_free(&mut self) -> Option<u32> {
-        self.end.free.pop().ok()
+        self.end.take_free()
+    }
+
+    /// Free slots this thread owns or may take back now.
+    fn free_slots(&self) -> usize {
+        self.stash.len() + self.end.free_slots()
     }
 
     /// Datagrams the consumer holds now (ready or being used; not those held for reordering).
     fn held_by_consumer(&self) -> usize {
-        let held = self.pool.slots() - self.stash.len() - self.end.free.slots() - self.lent;
+        let held = self.pool.slots() - self.free_slots() - self.lent;
         // Not those held back for reordering: they go out only when more datagrams come.
         let reorder = self.shared.resume[self.index as usize]
             .reorder_held
@@ -205,18 +210,16 @@ impl Worker {
     /// Slots this thread may receive into now: free ones, as far as the latency budget lets
     /// the consumer's queue grow.
     pub(crate) fn room(&self) -> usize {
-        let free = self.stash.len() + self.end.free.slots();
-        free.min(self.budget.cap.saturating_sub(self.held_by_consumer()))
+        self.free_slots()
+            .min(self.budget.cap.saturating_sub(self.held_by_consumer()))
     }
 
     /// Tops the stash up to `n` free slots; returns how many a receive may use (fewer when
     /// the consumer is behind).
     pub(crate) fn fill_stash(&mut self, n: usize) -> usize {
-        while self.stash.len() < n {
-            match self.end.free.pop() {
-                Ok(i) => self.stash.push(i),
-                Err(_) => break,
-            }
+        if self.stash.len() < n {
+            self.end
+                .take_free_into(n - self.stash.len(), &mut self.stash);
         }
         self.room().min(n)
     }
@@ -253,9 +256,7 @@ impl Worker {
         signal.paused.store(true, Ordering::Release);
         let want = self.batch.min(self.budget.cap).max(1);
         let min_free = min_free.min(self.pool.slots());
-        while !self.stopping()
-            && (self.room() < want || self.stash.len() + self.end.free.slots() < min_free)
-        {
+        while !self.stopping() && (self.room() < want || self.free_slots() < min_free) {
             signal.notify.wait_timeout(PAUSE_CHECK);
             // The rate keeps being measured against the clock, so that a budget set while
             // the stream was faster does not keep the queue short for ever.

@@ -134,6 +134,10 @@ pub struct InPlaceReceiver<T, B> {
     shared: Arc<InShared>,
     empty: rtrb::Producer<B>,
     full: rtrb::Consumer<Filled<B>>,
+    /// Buffers given and not taken back yet.
+    lent: usize,
+    /// The most that may be lent ([`InPlaceConfig::buffers`]).
+    limit: usize,
     thread: Option<JoinHandle<()>>,
     stop_socket: Socket,
     local_addr: SocketAddr,
@@ -209,6 +213,8 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             shared,
             empty,
             full,
+            lent: 0,
+            limit: buffers,
             thread: Some(thread),
             stop_socket,
             local_addr: opened.local_addr,
@@ -220,8 +226,12 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
     /// Lends an empty buffer to the receive thread; gives it back when more buffers are out
     /// than [`InPlaceConfig::buffers`] allows.
     pub fn give(&mut self, buffer: B) -> Result<(), B> {
+        if self.lent >= self.limit {
+            return Err(buffer);
+        }
         match self.empty.push(buffer) {
             Ok(()) => {
+                self.lent += 1;
                 self.shared.engine.resume[0].notify.notify();
                 Ok(())
             }
@@ -231,7 +241,9 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
 
     /// A buffer the receive thread filled, if one is ready. Never blocks.
     pub fn take(&mut self) -> Option<Filled<B>> {
-        self.full.pop().ok()
+        let f = self.full.pop().ok()?;
+        self.lent -= 1;
+        Some(f)
     }
 
     /// Signalled whenever a filled buffer is handed back: an async consumer awaits

@@ -74,6 +74,9 @@ pub(super) struct Receive<T, B> {
     reorder_timeout: Duration,
     coalesce: Coalesce,
     empty: rtrb::Consumer<B>,
+    /// Empty buffers taken from `empty`, the most recently returned on top: filling the
+    /// one used last keeps the kernel's copy writing to memory still in the cache.
+    hot: Vec<B>,
     full: rtrb::Producer<Filled<B>>,
     dp: Depacketizer<T>,
     order: Option<StreamOrder<Entry>>,
@@ -116,6 +119,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             reorder_timeout: cfg.reorder_timeout,
             coalesce: cfg.coalesce,
             empty,
+            hot: Vec::new(),
             full,
             dp: Depacketizer::new(decoder, dp_cfg),
             order: cfg
@@ -204,8 +208,14 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     /// Takes an empty buffer; when there is none, waits a little for one (paused).
     fn next_buffer(&mut self) -> bool {
-        match self.empty.pop() {
-            Ok(buffer) => {
+        let n = self.empty.slots();
+        if n > 0
+            && let Ok(chunk) = self.empty.read_chunk(n)
+        {
+            self.hot.extend(chunk);
+        }
+        match self.hot.pop() {
+            Some(buffer) => {
                 self.paused = false;
                 self.cur = Some(Current {
                     buffer,
@@ -218,7 +228,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 });
                 true
             }
-            Err(_) => {
+            None => {
                 if self.stopping() {
                     return false;
                 }
