@@ -5,6 +5,8 @@
 //! Receivers:
 //! * `flowgraph-<backend>`: fsdr-net's `UdpSource` → counting sink in a FutureSDR flowgraph;
 //! * `engine-<backend>`: the fsdr-net receive engine alone, its consumer on the main thread;
+//! * `inplace`, `inplace-inline`: fsdr-net's in-place receiver alone (bytes as items), its
+//!   consumer on the main thread; `inline` runs the receive loop on that thread too;
 //! * `futuresdr`: FutureSDR's own `futuresdr::blocks::UdpSource` (defaults) → counting sink;
 //! * `recvmmsg`: a plain `recvmmsg` loop on one thread, the ceiling reference.
 //!
@@ -99,17 +101,20 @@ fn main() -> Result<()> {
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let (kind, backend) = match args.receiver.split_once('-') {
         Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
+        Some(("inplace", "inline")) => ("inplace-inline", None),
         Some((k, b)) => (k, Some(b.parse::<Backend>().map_err(anyhow::Error::msg)?)),
         None => (args.receiver.as_str(), None),
     };
     let outcome = match (kind, backend) {
         ("flowgraph-inplace", None) => flowgraph_in_place(&args)?,
+        ("inplace", None) => in_place(&args, false)?,
+        ("inplace-inline", None) => in_place(&args, true)?,
         ("flowgraph", Some(b)) => flowgraph(&args, b)?,
         ("engine", Some(b)) => engine(&args, b)?,
         ("futuresdr", None) => futuresdr_source(&args)?,
         ("recvmmsg", None) => reference(&args)?,
         _ => bail!(
-            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace, engine-<backend>, futuresdr or recvmmsg",
+            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace, engine-<backend>, inplace, inplace-inline, futuresdr or recvmmsg",
             args.receiver
         ),
     };
@@ -217,6 +222,62 @@ fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
     let fg = run_flowgraph(args, fg, local)?;
     let bytes = fg.block(&sink)?.n_received() as u64;
     Ok(flowgraph_outcome(args, bytes, fg.block(&src)?.stats()))
+}
+
+/// The in-place receiver alone: payload bytes land in 32 buffers of 64 datagrams each, which
+/// the main thread takes and gives straight back.
+fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
+    use fsdr_net::io::depacketizer::DepacketizerConfig;
+    use fsdr_net::io::inplace::{InPlaceConfig, InPlaceReceiver, Progress};
+    use fsdr_net::io::sample::{Decoder, WireFormat};
+    let mut engine = EngineConfig::new(args.bind);
+    engine.backend = Backend::Recvmmsg;
+    engine.format = args.format;
+    engine.slot_size = args.size.max(9000);
+    args.tuning.apply(&mut engine);
+    const BUFFERS: usize = 32;
+    let buffer_bytes = 64 * engine.slot_size;
+    let cfg = InPlaceConfig {
+        engine,
+        decoder: Decoder::<u8>::new(WireFormat::Plain)?,
+        depacketizer: DepacketizerConfig::default(),
+        buffers: BUFFERS,
+    };
+    let mut rx = if inline {
+        InPlaceReceiver::<u8, Vec<u8>>::start_inline(cfg)?
+    } else {
+        InPlaceReceiver::<u8, Vec<u8>>::start(cfg)?
+    };
+    for _ in 0..BUFFERS {
+        rx.give(vec![0u8; buffer_bytes])
+            .map_err(|_| anyhow::anyhow!("buffer refused"))?;
+    }
+    announce(rx.local_addr());
+    let (mut out, mut started, mut last) = (Outcome::default(), false, Instant::now());
+    let start = Instant::now();
+    let idle = Duration::from_secs_f64(args.idle);
+    let timeout = Duration::from_secs_f64(args.timeout);
+    loop {
+        if rx.receive(Duration::from_millis(50)) == Progress::Ready {
+            (started, last) = (true, Instant::now());
+            while let Some(f) = rx.take() {
+                out.bytes += f.items as u64;
+                rx.give(f.buffer)
+                    .map_err(|_| anyhow::anyhow!("buffer refused"))?;
+            }
+        } else if started && last.elapsed() >= idle || start.elapsed() >= timeout {
+            break;
+        }
+    }
+    let (s, dp, rest) = rx.shutdown();
+    out.bytes += rest.iter().map(|f| f.items as u64).sum::<u64>();
+    out.delivered = s.delivered;
+    out.kernel_drops = s.kernel_drops;
+    out.overflows = s.overflow;
+    out.malformed = s.malformed;
+    out.copied_bytes = Some(dp.copied_bytes);
+    out.stats = Some(s);
+    Ok(out)
 }
 
 fn engine(args: &Args, backend: Backend) -> Result<Outcome> {

@@ -23,13 +23,36 @@ struct Run<T> {
     tags: Vec<(usize, TagKind)>,
 }
 
+/// Every format with sequence numbers, each received on a thread of its own and inline (on
+/// the consumer's thread).
+fn cases() -> impl Iterator<Item = (bool, Format)> {
+    [false, true]
+        .into_iter()
+        .flat_map(|inline| FORMATS.into_iter().map(move |f| (inline, f)))
+}
+
 /// Streams `packets` ramp packets of `format` (samples laid out as `wire`) into an in-place
-/// receiver of `T` items with buffers of `buffer_items`.
+/// receiver of `T` items with buffers of `buffer_items`, started with its own thread or
+/// `inline`.
 fn stream<T: Item>(
+    inline: bool,
     format: Format,
     wire: WireFormat,
     packets: u64,
     faults: Faults,
+    buffer_items: usize,
+) -> Run<T> {
+    stream_into(inline, format, wire, packets, faults, 8, buffer_items)
+}
+
+/// Like [`stream`], with `buffers` buffers in circulation.
+fn stream_into<T: Item>(
+    inline: bool,
+    format: Format,
+    wire: WireFormat,
+    packets: u64,
+    faults: Faults,
+    buffers: usize,
     buffer_items: usize,
 ) -> Run<T> {
     let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
@@ -44,10 +67,14 @@ fn stream<T: Item>(
             ticks_per_item: Some(1.0),
             marks: None,
         },
-        buffers: 8,
+        buffers,
     };
-    let mut rx = InPlaceReceiver::<T, Vec<T>>::start(cfg).unwrap();
-    for _ in 0..8 {
+    let mut rx = if inline {
+        InPlaceReceiver::<T, Vec<T>>::start_inline(cfg).unwrap()
+    } else {
+        InPlaceReceiver::<T, Vec<T>>::start(cfg).unwrap()
+    };
+    for _ in 0..buffers {
         rx.give(vec![T::default(); buffer_items]).unwrap();
     }
     let mut emu = EmulatorConfig::new(rx.local_addr(), format);
@@ -71,10 +98,10 @@ fn stream<T: Item>(
     loop {
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "{format}: the stream never ended: {}",
+            "{format} (inline: {inline}): the stream never ended: {}",
             rx.stats()
         );
-        rx.notifier().wait_timeout(Duration::from_millis(20));
+        rx.receive(Duration::from_millis(20));
         let mut any = false;
         while let Some(f) = rx.take() {
             any = true;
@@ -126,9 +153,19 @@ const FORMATS: [Format; 3] = [Format::Seq64, Format::Chdr, Format::Vrt];
 
 #[test]
 fn a_clean_stream_lands_in_place_without_a_copy() {
-    for format in FORMATS {
-        let r = stream::<Complex<i16>>(format, WireFormat::Sc16Chdr, 2000, Faults::default(), 4096);
-        let ctx = format!("{format}: {}\n{:?}\n{:?}", r.stats, r.dp, r.sent);
+    for (inline, format) in cases() {
+        let r = stream::<Complex<i16>>(
+            inline,
+            format,
+            WireFormat::Sc16Chdr,
+            2000,
+            Faults::default(),
+            4096,
+        );
+        let ctx = format!(
+            "{format} (inline: {inline}): {}\n{:?}\n{:?}",
+            r.stats, r.dp, r.sent
+        );
         assert_eq!(r.stats.delivered, r.sent.packets_sent, "{ctx}");
         assert_eq!(r.items.len() as u64, r.sent.samples_sent, "{ctx}");
         assert_eq!(check_timeline(&r.items, &ctx), 0, "{ctx}");
@@ -147,16 +184,17 @@ fn a_clean_stream_lands_in_place_without_a_copy() {
 
 #[test]
 fn drops_are_zero_filled_and_counted_exactly_in_place() {
-    for format in FORMATS {
+    for (inline, format) in cases() {
         for every in [7u64, 16, 100] {
             let packets = 2 * every.max(100) + 1;
             let faults = Faults {
                 drop_every: Some(every),
                 ..Faults::default()
             };
-            let r = stream::<Complex<i16>>(format, WireFormat::Sc16Chdr, packets, faults, 1000);
+            let r =
+                stream::<Complex<i16>>(inline, format, WireFormat::Sc16Chdr, packets, faults, 1000);
             let ctx = format!(
-                "{format}, drop every {every}: {}\n{:?}\n{:?}",
+                "{format} (inline: {inline}), drop every {every}: {}\n{:?}\n{:?}",
                 r.stats, r.dp, r.sent
             );
             assert_eq!(r.stats.missed, r.sent.dropped, "{ctx}");
@@ -194,14 +232,17 @@ fn drops_are_zero_filled_and_counted_exactly_in_place() {
 
 #[test]
 fn reorders_duplicates_and_a_restart_are_exact_in_place() {
-    for format in FORMATS {
+    for (inline, format) in cases() {
         let faults = Faults {
             reorder_every: Some(23),
             duplicate_every: Some(31),
             ..Faults::default()
         };
-        let r = stream::<Complex<i16>>(format, WireFormat::Sc16Chdr, 600, faults, 2048);
-        let ctx = format!("{format}: {}\n{:?}\n{:?}", r.stats, r.dp, r.sent);
+        let r = stream::<Complex<i16>>(inline, format, WireFormat::Sc16Chdr, 600, faults, 2048);
+        let ctx = format!(
+            "{format} (inline: {inline}): {}\n{:?}\n{:?}",
+            r.stats, r.dp, r.sent
+        );
         assert_eq!(r.stats.duplicates, r.sent.duplicated, "{ctx}");
         assert_eq!(r.stats.reordered, r.sent.reordered, "{ctx}");
         assert_eq!(
@@ -216,8 +257,11 @@ fn reorders_duplicates_and_a_restart_are_exact_in_place() {
             restart_after: Some(157),
             ..Faults::default()
         };
-        let r = stream::<Complex<i16>>(format, WireFormat::Sc16Chdr, 300, faults, 2048);
-        let ctx = format!("{format} restart: {}\n{:?}", r.stats, r.sent);
+        let r = stream::<Complex<i16>>(inline, format, WireFormat::Sc16Chdr, 300, faults, 2048);
+        let ctx = format!(
+            "{format} (inline: {inline}) restart: {}\n{:?}",
+            r.stats, r.sent
+        );
         assert_eq!(r.stats.resyncs, 1, "{ctx}");
         assert_eq!(
             (r.stats.missed, r.stats.duplicates, r.stats.late),
@@ -231,14 +275,17 @@ fn reorders_duplicates_and_a_restart_are_exact_in_place() {
 #[test]
 fn converting_items_take_the_copying_path_with_the_same_result() {
     // sc16 into Complex<f32> needs a conversion: every payload byte is copied (decoded).
-    for format in FORMATS {
+    for (inline, format) in cases() {
         let wire = EmulatorConfig::default_wire(format);
         let faults = Faults {
             drop_every: Some(50),
             ..Faults::default()
         };
-        let r = stream::<Complex32>(format, wire, 401, faults, 700);
-        let ctx = format!("{format}: {}\n{:?}\n{:?}", r.stats, r.dp, r.sent);
+        let r = stream::<Complex32>(inline, format, wire, 401, faults, 700);
+        let ctx = format!(
+            "{format} (inline: {inline}): {}\n{:?}\n{:?}",
+            r.stats, r.dp, r.sent
+        );
         assert_eq!(r.stats.missed, r.sent.dropped, "{ctx}");
         // Every payload byte is decoded (and those that waited for room were staged first).
         assert!(r.dp.copied_bytes >= r.sent.samples_sent * 4, "{ctx}");
@@ -256,6 +303,47 @@ fn converting_items_take_the_copying_path_with_the_same_result() {
             let q = (s.im / scale).round() as i16;
             assert_eq!(ramp_index(i, q) as usize, k, "sample {k}: {ctx}");
         }
+    }
+}
+
+/// Two buffers of little more than one datagram each, every datagram converted and every
+/// tenth dropped: copied datagrams and zero fills keep running out of buffers in the middle
+/// of a receive batch, wait for the next one, and still come out exact and in order.
+#[test]
+fn copied_datagrams_that_wait_for_a_buffer_stay_exact_and_in_order() {
+    for (inline, format) in cases() {
+        let wire = EmulatorConfig::default_wire(format);
+        let faults = Faults {
+            drop_every: Some(10),
+            reorder_every: Some(17),
+            ..Faults::default()
+        };
+        let r = stream_into::<Complex32>(inline, format, wire, 401, faults, 2, 130);
+        let ctx = format!(
+            "{format} (inline: {inline}): {}\n{:?}\n{:?}",
+            r.stats, r.dp, r.sent
+        );
+        assert_eq!(r.stats.missed, r.sent.dropped, "{ctx}");
+        assert_eq!(r.stats.reordered, r.sent.reordered, "{ctx}");
+        assert_eq!(r.stats.delivered, r.sent.packets_sent, "{ctx}");
+        assert_eq!(r.stats.unconsumed, 0, "{ctx}");
+        assert_eq!(
+            r.items.len() as u64,
+            r.sent.samples_sent + r.sent.dropped_samples,
+            "{ctx}"
+        );
+        let scale = fsdr_net_io::sample::SC16_SCALE;
+        let mut zeros = 0;
+        for (k, s) in r.items.iter().enumerate() {
+            if *s == Complex32::default() {
+                zeros += 1;
+                continue;
+            }
+            let i = (s.re / scale).round() as i16;
+            let q = (s.im / scale).round() as i16;
+            assert_eq!(ramp_index(i, q) as usize, k, "sample {k}: {ctx}");
+        }
+        assert!(zeros >= r.sent.dropped_samples, "{ctx}");
     }
 }
 

@@ -461,7 +461,7 @@ pub(crate) fn spawn_receive_thread(
 }
 
 /// Applies pinning and priority to the calling thread.
-fn setup_thread(opts: &ThreadOptions, index: usize) -> Result<(), Error> {
+pub(crate) fn setup_thread(opts: &ThreadOptions, index: usize) -> Result<(), Error> {
     if let Some(cpu) = opts.cpus.get(index % opts.cpus.len().max(1)).copied() {
         sys::pin_current_thread(cpu).map_err(|source| Error::Pin { cpu, source })?;
     }

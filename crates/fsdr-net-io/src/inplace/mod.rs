@@ -1,5 +1,8 @@
-//! In-place reception: a receive thread that writes samples straight into the consumer's
-//! output buffers, with no copy after the kernel's.
+//! In-place reception: a receive loop that writes samples straight into the consumer's
+//! output buffers, with no copy after the kernel's. It runs on a thread of its own
+//! ([`InPlaceReceiver::start`]) or on the consumer's, inside [`InPlaceReceiver::receive`]
+//! ([`InPlaceReceiver::start_inline`]: no hand-over between threads at all, the bare loop's
+//! structure).
 //!
 //! The consumer lends empty buffers ([`InPlaceReceiver::give`]); the receive thread scatters
 //! each datagram with `recvmmsg` iovecs — the header into a small per-datagram area, the
@@ -16,6 +19,8 @@
 //! One stream per receiver: the first stream ID seen (CHDR destination endpoint, VRT stream
 //! ID); datagrams of other streams are `skipped`. The receive loop is the `recvmmsg` backend's:
 //! one blocking `recvmmsg(MSG_WAITFORONE)` per batch, woken for shutdown by `SHUT_RD`.
+//! Buffers are filled most recently returned first, so the memory the kernel copies into is
+//! still in the CPU's cache.
 //! When the consumer returns no empty buffer, the thread stops reading (`paused`) and the
 //! kernel's buffer absorbs or drops: the buffers in circulation bound the queue in front of
 //! the consumer.
@@ -65,6 +70,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
@@ -123,13 +129,38 @@ pub struct InPlaceConfig<T> {
     pub buffers: usize,
 }
 
+/// Where the receive loop runs.
+enum Runner<T, B> {
+    /// On its own thread (`None` once joined).
+    Thread(Option<JoinHandle<()>>),
+    /// On the caller's thread, in [`InPlaceReceiver::receive`]; the thread options are
+    /// applied on the first call.
+    Inline {
+        rx: Box<receiver::Receive<T, B>>,
+        setup: Option<crate::engine::ThreadOptions>,
+    },
+}
+
+/// What [`InPlaceReceiver::receive`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A filled buffer is ready: [`InPlaceReceiver::take`] it.
+    Ready,
+    /// Every lent buffer is filled or being filled: [`give`](InPlaceReceiver::give) one
+    /// back (until then the socket is not read and the kernel's buffer absorbs the stream).
+    NeedBuffers,
+    /// Nothing arrived within the wait.
+    Idle,
+}
+
 /// What the receive thread shares with the consumer.
 pub(crate) struct InShared {
     pub(crate) engine: Arc<Shared>,
     pub(crate) dp_stats: Mutex<DepacketizerStats>,
 }
 
-/// A running in-place receive thread. See the [module documentation](self).
+/// A running in-place receiver (its own thread, or inline). See the
+/// [module documentation](self).
 pub struct InPlaceReceiver<T, B> {
     shared: Arc<InShared>,
     empty: rtrb::Producer<B>,
@@ -138,7 +169,7 @@ pub struct InPlaceReceiver<T, B> {
     lent: usize,
     /// The most that may be lent ([`InPlaceConfig::buffers`]).
     limit: usize,
-    thread: Option<JoinHandle<()>>,
+    runner: Runner<T, B>,
     stop_socket: Socket,
     local_addr: SocketAddr,
     buffer: BufferReport,
@@ -156,6 +187,51 @@ impl<T, B> std::fmt::Debug for InPlaceReceiver<T, B> {
 impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
     /// Opens the socket and starts the receive thread.
     pub fn start(cfg: InPlaceConfig<T>) -> Result<Self, Error> {
+        Self::open(cfg, false)
+    }
+
+    /// Opens the socket without starting a thread: the receive loop runs on the caller's
+    /// thread, inside [`InPlaceReceiver::receive`]. For a consumer that has a thread of its
+    /// own to give (a FutureSDR blocking block): each filled buffer then reaches it with no
+    /// hand-over between threads. [`InPlaceConfig::engine`]'s thread options apply to the
+    /// thread that first calls `receive`.
+    ///
+    /// ```
+    /// use fsdr_net_io::depacketizer::DepacketizerConfig;
+    /// use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver, Progress};
+    /// use fsdr_net_io::sample::{Decoder, WireFormat};
+    /// use fsdr_net_io::{Backend, EngineConfig, Format};
+    /// use std::time::Duration;
+    ///
+    /// let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    /// engine.backend = Backend::Recvmmsg;
+    /// engine.format = Format::Seq64;
+    /// let cfg = InPlaceConfig {
+    ///     engine,
+    ///     decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
+    ///     depacketizer: DepacketizerConfig::default(),
+    ///     buffers: 2,
+    /// };
+    /// let mut rx = InPlaceReceiver::<u8, Vec<u8>>::start_inline(cfg).unwrap();
+    /// rx.give(vec![0u8; 4096]).unwrap();
+    /// rx.give(vec![0u8; 4096]).unwrap();
+    /// let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    /// let mut dg = 1u64.to_le_bytes().to_vec();
+    /// dg.extend_from_slice(&[7u8; 100]);
+    /// tx.send_to(&dg, rx.local_addr()).unwrap();
+    /// // Receives on this thread until the datagram is handed over (wake-up moderation
+    /// // decides when).
+    /// while rx.receive(Duration::from_millis(10)) != Progress::Ready {}
+    /// let f = rx.take().unwrap();
+    /// assert_eq!(&f.buffer[..f.items], &[7u8; 100][..]);
+    /// let (stats, _, _) = rx.shutdown();
+    /// assert_eq!(stats.delivered, 1);
+    /// ```
+    pub fn start_inline(cfg: InPlaceConfig<T>) -> Result<Self, Error> {
+        Self::open(cfg, true)
+    }
+
+    fn open(cfg: InPlaceConfig<T>, inline: bool) -> Result<Self, Error> {
         let InPlaceConfig {
             engine: ecfg,
             decoder,
@@ -207,7 +283,18 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             empty_rx,
             full_tx,
         );
-        let thread = crate::engine::spawn_receive_thread(0, &ecfg.threads, move || rx.run())?;
+        let runner = if inline {
+            Runner::Inline {
+                rx: Box::new(rx),
+                setup: Some(ecfg.threads.clone()),
+            }
+        } else {
+            Runner::Thread(Some(crate::engine::spawn_receive_thread(
+                0,
+                &ecfg.threads,
+                move || rx.run(),
+            )?))
+        };
         tracing::debug!(local_addr = %opened.local_addr, "in-place receiver started");
         Ok(Self {
             shared,
@@ -215,7 +302,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             full,
             lent: 0,
             limit: buffers,
-            thread: Some(thread),
+            runner,
             stop_socket,
             local_addr: opened.local_addr,
             buffer: opened.buffer,
@@ -244,6 +331,46 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
         let f = self.full.pop().ok()?;
         self.lent -= 1;
         Some(f)
+    }
+
+    /// Waits up to `max_wait` for a filled buffer. A receiver started with
+    /// [`start_inline`](Self::start_inline) runs the receive loop meanwhile, on this thread;
+    /// one with its own thread waits for it to signal.
+    pub fn receive(&mut self, max_wait: Duration) -> Progress {
+        if !self.full.is_empty() {
+            return Progress::Ready;
+        }
+        let end = Instant::now() + max_wait;
+        match &mut self.runner {
+            Runner::Thread(_) => {
+                self.shared.engine.notify.wait_timeout(max_wait);
+                if self.full.is_empty() {
+                    Progress::Idle
+                } else {
+                    Progress::Ready
+                }
+            }
+            Runner::Inline { rx, setup } => {
+                if let Some(opts) = setup.take()
+                    && let Err(e) = crate::engine::setup_thread(&opts, 0)
+                {
+                    tracing::warn!(error = %e, "in-place receive: thread options not applied");
+                }
+                loop {
+                    let left = end.saturating_duration_since(Instant::now());
+                    let step = rx.step(false, Some(left));
+                    if !self.full.is_empty() {
+                        return Progress::Ready;
+                    }
+                    match step {
+                        receiver::Step::NoBuffer => return Progress::NeedBuffers,
+                        receiver::Step::Idle | receiver::Step::Drained => return Progress::Idle,
+                        receiver::Step::Busy if left.is_zero() => return Progress::Idle,
+                        receiver::Step::Busy => {}
+                    }
+                }
+            }
+        }
     }
 
     /// Signalled whenever a filled buffer is handed back: an async consumer awaits
@@ -294,19 +421,37 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
 
     fn stop(&mut self) {
         self.shared.engine.stop.store(true, Ordering::Release);
-        self.shared.engine.resume[0].notify.notify();
-        sys::shutdown_read(std::os::fd::AsFd::as_fd(&self.stop_socket));
-        if let Some(t) = self.thread.take()
-            && t.join().is_err()
-        {
-            tracing::error!("in-place receive thread panicked");
+        match &mut self.runner {
+            Runner::Thread(thread) => {
+                self.shared.engine.resume[0].notify.notify();
+                sys::shutdown_read(std::os::fd::AsFd::as_fd(&self.stop_socket));
+                if let Some(t) = thread.take()
+                    && t.join().is_err()
+                {
+                    tracing::error!("in-place receive thread panicked");
+                }
+            }
+            Runner::Inline { rx, .. } => {
+                // What is queued is still taken, as the thread would.
+                for _ in 0..4096 {
+                    match rx.step(true, None) {
+                        receiver::Step::Busy | receiver::Step::Idle => {}
+                        receiver::Step::NoBuffer | receiver::Step::Drained => break,
+                    }
+                }
+                rx.finish();
+                // A second stop (drop after shutdown) finds nothing to do.
+                self.runner = Runner::Thread(None);
+            }
         }
     }
 }
 
 impl<T, B> Drop for InPlaceReceiver<T, B> {
     fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
+        if let Runner::Thread(thread) = &mut self.runner
+            && let Some(t) = thread.take()
+        {
             self.shared.engine.stop.store(true, Ordering::Release);
             self.shared.engine.resume[0].notify.notify();
             sys::shutdown_read(std::os::fd::AsFd::as_fd(&self.stop_socket));

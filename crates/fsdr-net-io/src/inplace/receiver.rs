@@ -148,6 +148,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         self.shared.engine.stop.load(Ordering::Acquire)
     }
 
+    /// The receive thread: steps until stopped and drained, then hands over what is left.
     pub(super) fn run(mut self) {
         sys::set_timer_slack_ns(5_000);
         // Once stopping, what is queued is still taken, but a sender that never pauses
@@ -156,57 +157,100 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         while after_stop < 4096 {
             let stopping = self.stopping();
             after_stop += usize::from(stopping);
-            if self.cur.is_none() && !self.next_buffer() {
+            match self.step(stopping, None) {
+                Step::NoBuffer if stopping => break,
+                Step::NoBuffer => {
+                    self.shared.engine.resume[0]
+                        .notify
+                        .wait_timeout(PAUSE_CHECK);
+                }
+                Step::Drained => break,
+                Step::Busy | Step::Idle => {}
+            }
+        }
+        self.finish();
+    }
+
+    /// One pass of the receive loop: takes a buffer, writes what waits for room, hands a
+    /// full buffer over, or waits for data (until a deadline, or `max_wait` when given) and
+    /// receives one batch.
+    pub(super) fn step(&mut self, stopping: bool, max_wait: Option<Duration>) -> Step {
+        if self.cur.is_none() && !self.next_buffer() {
+            return Step::NoBuffer;
+        }
+        self.flush_pending();
+        // A buffer that cannot take another datagram goes to the consumer (a fresh one
+        // smaller than a datagram is written anyway: the depacketizer stages the rest).
+        if self.room() < self.need() && self.cur.as_ref().is_some_and(|c| c.pos > 0) {
+            self.hand_over();
+            return Step::Busy;
+        }
+        // Copied datagrams that waited for a buffer go out before anything new.
+        if !self.released.is_empty() {
+            self.deliver_released();
+            return Step::Busy;
+        }
+        if !stopping {
+            match self.wait_for_data(max_wait) {
+                Ready::Now => {}
+                Ready::Acted => return Step::Busy,
+                Ready::Nothing => return Step::Idle,
+            }
+        }
+        let wait = if stopping { Wait::No } else { Wait::ForOne };
+        let step = match self.receive(wait) {
+            Ok(true) => Step::Busy,
+            Ok(false) => Step::Drained,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if stopping {
-                    break;
+                    Step::Drained
+                } else {
+                    Step::Busy
                 }
-                continue;
             }
-            self.flush_pending();
-            // A buffer that cannot take another datagram goes to the consumer (a fresh one
-            // smaller than a datagram is written anyway: the depacketizer stages the rest).
-            if self.room() < self.need() && self.cur.as_ref().is_some_and(|c| c.pos > 0) {
-                self.hand_over();
-                continue;
-            }
-            if !stopping && !self.wait_for_data() {
-                continue;
-            }
-            let wait = if stopping { Wait::No } else { Wait::ForOne };
-            match self.receive(wait) {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if stopping {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    if self.stopping() {
-                        continue;
-                    }
+            Err(e) => {
+                if !self.stopping() {
                     tracing::warn!(error = %e, "recvmmsg failed");
                     std::thread::sleep(Duration::from_millis(10));
                 }
+                Step::Busy
             }
-            self.publish();
-        }
-        // Whatever waits for a missing predecessor goes out now.
+        };
+        self.publish();
+        step
+    }
+
+    /// After the last step: whatever waits for a missing predecessor goes out, the last
+    /// buffer is handed over, and the final counters are published.
+    pub(super) fn finish(&mut self) {
         if let Some(o) = self.order.as_mut() {
             o.flush_all(&mut self.released);
         }
-        if self.cur.is_some() || self.next_buffer() {
+        while !self.released.is_empty() || self.dp.pending() {
+            if self.cur.is_none() && !self.next_buffer() {
+                break;
+            }
             self.deliver_released();
             self.flush_pending();
-            self.hand_over();
+            if self.dp.pending() || !self.released.is_empty() {
+                self.hand_over();
+            }
         }
+        // No buffer left to write into.
+        for r in std::mem::take(&mut self.released) {
+            crate::engine::count_event(&self.shared.engine.counters.consumer, r.event);
+            if r.deliver {
+                self.shared.engine.counters.consumer.unconsumed.add(1);
+            }
+        }
+        self.hand_over();
         if let Ok(d) = sys::socket_drops(&self.socket) {
             self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
         }
         self.publish();
     }
 
-    /// Takes an empty buffer; when there is none, waits a little for one (paused).
+    /// Takes an empty buffer (the one returned last); when there is none, counts a pause.
     fn next_buffer(&mut self) -> bool {
         let n = self.empty.slots();
         if n > 0
@@ -229,17 +273,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 true
             }
             None => {
-                if self.stopping() {
-                    return false;
-                }
-                if !self.paused {
+                if !self.paused && !self.stopping() {
                     self.paused = true;
                     self.counts.paused += 1;
                     self.publish();
                 }
-                self.shared.engine.resume[0]
-                    .notify
-                    .wait_timeout(PAUSE_CHECK);
                 false
             }
         }
@@ -317,8 +355,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     }
 
     /// Waits until the socket is readable or a deadline (hand-over, reorder timeout)
-    /// passes; acts on the deadline. Returns whether to receive now.
-    fn wait_for_data(&mut self) -> bool {
+    /// passes, and acts on the deadline; with `max_wait`, waits that long at most.
+    fn wait_for_data(&mut self, max_wait: Option<Duration>) -> Ready {
         let reorder = self
             .order
             .as_ref()
@@ -331,42 +369,54 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         // Right after a receive: hand over now if that receive made it due.
         if due.is_some_and(|d| sys::monotonic_ns() >= d.on_receive) {
             self.hand_over();
-            return false;
+            return Ready::Acted;
         }
-        let deadline = match (due.map(|d| d.at_latest), reorder) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let limit = max_wait.map(|w| sys::monotonic_ns() + w.as_nanos() as u64);
+        let deadline = [due.map(|d| d.at_latest), reorder]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(d) = deadline.or(limit) else {
+            return Ready::Now;
         };
-        let Some(d) = deadline else {
-            return true;
-        };
+        let d = limit.map_or(d, |l| l.min(d));
         let now = sys::monotonic_ns();
         if now < d && sys::readable_within(&self.socket, d - now) {
-            return true;
+            return Ready::Now;
         }
         // A deadline passed with nothing to read.
+        let mut acted = false;
         if let Some(o) = self.order.as_mut()
             && o.held_since()
                 .is_some_and(|since| since.elapsed() >= self.reorder_timeout)
         {
             o.flush_oldest(&mut self.released);
             self.deliver_released();
+            acted = true;
         }
         if self
             .hand_over_due()
             .is_some_and(|due| sys::monotonic_ns() >= due.at_latest)
         {
             self.hand_over();
+            acted = true;
         }
-        false
+        if acted || limit.is_none() {
+            Ready::Acted
+        } else {
+            Ready::Nothing
+        }
     }
 
     /// One `recvmmsg` call and everything it brought. Returns false once the socket was
     /// shut down.
     fn receive(&mut self, wait: Wait) -> std::io::Result<bool> {
-        let fast = self
-            .pattern
-            .filter(|p| p.head <= HEAD_CAP && self.dp.decoder().is_copy() && !self.dp.pending());
+        let fast = self.pattern.filter(|p| {
+            p.head <= HEAD_CAP
+                && self.dp.decoder().is_copy()
+                && !self.dp.pending()
+                && self.released.is_empty()
+        });
         let size = std::mem::size_of::<T>();
         let (pos, base, len) = {
             let c = self.cur.as_mut().expect("a current buffer");
@@ -672,38 +722,35 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
     }
 
-    /// Writes what the reorder stage released.
+    /// Writes what the reorder stage released, in order, as far as there are buffers;
+    /// what is left waits in `released` for the next buffer.
     fn deliver_released(&mut self) {
-        let released = std::mem::take(&mut self.released);
-        for r in released {
-            crate::engine::count_event(&self.shared.engine.counters.consumer, r.event);
-            let Entry::Owned(o) = r.item else {
-                // Placed datagrams go out at once on the fast path, never through here.
-                continue;
-            };
-            if r.deliver {
-                self.write_owned(&o, r.event);
+        let mut released = std::mem::take(&mut self.released).into_iter();
+        while let Some(r) = released.next() {
+            if let Entry::Owned(o) = &r.item
+                && r.deliver
+                && !self.write_owned(o, r.event)
+            {
+                // No buffer: this one and the rest wait, ahead of anything released later.
+                self.released = std::iter::once(r).chain(released).collect();
+                return;
             }
-            self.spare.push(o.bytes);
+            crate::engine::count_event(&self.shared.engine.counters.consumer, r.event);
+            // Placed datagrams go out at once on the fast path, never through here.
+            if let Entry::Owned(o) = r.item {
+                self.spare.push(o.bytes);
+            }
         }
     }
 
-    fn write_owned(&mut self, o: &Owned, event: SeqEvent) {
+    /// Writes one copied datagram; false when no buffer is free for it (nothing changed).
+    fn write_owned(&mut self, o: &Owned, event: SeqEvent) -> bool {
         let payload = o.info.payload_len as usize;
         let ticks = o.info.timestamp.and_then(|t| t.linear());
-        let gap = match self.order.as_mut() {
-            Some(ord) => ord.gap_before(event, ticks, payload),
-            None => Default::default(),
-        };
         // Room first: nothing may be pushed while zeros or a staged datagram wait.
         loop {
             if self.cur.is_none() && !self.next_buffer() {
-                if self.stopping() {
-                    // Stopping with no buffer left to write into.
-                    self.shared.engine.counters.consumer.unconsumed.add(1);
-                    return;
-                }
-                continue;
+                return false;
             }
             self.flush_pending();
             if !self.dp.pending() {
@@ -711,6 +758,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
             self.hand_over();
         }
+        let gap = match self.order.as_mut() {
+            Some(ord) => ord.gap_before(event, ticks, payload),
+            None => Default::default(),
+        };
         let d = DatagramIn {
             payload: &o.bytes[o.info.payload()],
             gap,
@@ -736,7 +787,31 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let counters = &self.shared.engine.counters.consumer;
         counters.delivered.add(1);
         counters.delivered_bytes.add(payload as u64);
+        true
     }
+}
+
+/// What one [`Receive::step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Received, handed over, or acted on a deadline.
+    Busy,
+    /// No empty buffer: the consumer has to return one.
+    NoBuffer,
+    /// Nothing arrived within the wait.
+    Idle,
+    /// Stopping and the socket's queue is empty (or shut down).
+    Drained,
+}
+
+/// What [`Receive::wait_for_data`] found.
+enum Ready {
+    /// The socket is readable (or there is no deadline: the receive itself waits).
+    Now,
+    /// A deadline came first and was acted on.
+    Acted,
+    /// Nothing within the caller's wait.
+    Nothing,
 }
 
 /// Where the parts of one datagram of a batch were put.
