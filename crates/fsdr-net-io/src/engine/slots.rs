@@ -48,6 +48,11 @@ impl ReceiverEnd {
         self.hot.pop()
     }
 
+    /// Returns slots this end took but did not use; the last one given ends on top.
+    pub(crate) fn put_back(&mut self, slots: impl Iterator<Item = u32>) {
+        self.hot.extend(slots);
+    }
+
     /// Appends up to `n` free slots to `out`, the most recently freed first.
     pub(crate) fn take_free_into(&mut self, n: usize, out: &mut Vec<u32>) {
         self.collect();
