@@ -253,19 +253,17 @@ fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
             .map_err(|_| anyhow::anyhow!("buffer refused"))?;
     }
     announce(rx.local_addr());
-    let (mut out, mut started, mut last) = (Outcome::default(), false, Instant::now());
-    let start = Instant::now();
-    let idle = Duration::from_secs_f64(args.idle);
-    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut out = Outcome::default();
+    let mut end = StreamEnd::new(args);
     loop {
         if rx.receive(Duration::from_millis(50)) == Progress::Ready {
-            (started, last) = (true, Instant::now());
+            end.data();
             while let Some(f) = rx.take() {
                 out.bytes += f.items as u64;
                 rx.give(f.buffer)
                     .map_err(|_| anyhow::anyhow!("buffer refused"))?;
             }
-        } else if started && last.elapsed() >= idle || start.elapsed() >= timeout {
+        } else if end.reached() {
             break;
         }
     }
@@ -288,16 +286,14 @@ fn engine(args: &Args, backend: Backend) -> Result<Outcome> {
     args.tuning.apply(&mut cfg);
     let mut engine = Engine::start(cfg)?;
     announce(engine.local_addr());
-    let (mut out, mut started, mut last) = (Outcome::default(), false, Instant::now());
-    let start = Instant::now();
-    let idle = Duration::from_secs_f64(args.idle);
-    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut out = Outcome::default();
+    let mut end = StreamEnd::new(args);
     loop {
         if let Some(d) = engine.recv_timeout(Duration::from_millis(50)) {
-            (started, last) = (true, Instant::now());
+            end.data();
             out.delivered += 1;
             out.bytes += d.payload().len() as u64;
-        } else if started && last.elapsed() >= idle || start.elapsed() >= timeout {
+        } else if end.reached() {
             break;
         }
     }
@@ -309,6 +305,35 @@ fn engine(args: &Args, backend: Backend) -> Result<Outcome> {
     Ok(out)
 }
 
+/// When a receiver stops: once no data came for `--idle` after the first, or after
+/// `--timeout` whatever came.
+struct StreamEnd {
+    start: Instant,
+    last: Option<Instant>,
+    idle: Duration,
+    timeout: Duration,
+}
+
+impl StreamEnd {
+    fn new(args: &Args) -> Self {
+        StreamEnd {
+            start: Instant::now(),
+            last: None,
+            idle: Duration::from_secs_f64(args.idle),
+            timeout: Duration::from_secs_f64(args.timeout),
+        }
+    }
+
+    /// Data arrived now.
+    fn data(&mut self) {
+        self.last = Some(Instant::now());
+    }
+
+    fn reached(&self) -> bool {
+        self.last.is_some_and(|l| l.elapsed() >= self.idle) || self.start.elapsed() >= self.timeout
+    }
+}
+
 fn reference(args: &Args) -> Result<Outcome> {
     // The same socket setup as the engine's (receive buffer forced up), then one plain loop.
     let opened = open_socket(&SocketConfig::new(args.bind), false)?;
@@ -317,10 +342,8 @@ fn reference(args: &Args) -> Result<Outcome> {
     let slot = args.size.max(9000);
     let mut batch = RecvBatch::new(BATCH);
     let mut bufs = vec![0u8; BATCH * slot];
-    let (mut out, mut started, mut last) = (Outcome::default(), false, Instant::now());
-    let start = Instant::now();
-    let idle = Duration::from_secs_f64(args.idle);
-    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut out = Outcome::default();
+    let mut end = StreamEnd::new(args);
     // The bare loop: one blocking recvmmsg(MSG_WAITFORONE) per batch; the receive timeout
     // only serves to notice the end of the stream.
     opened.socket.set_nonblocking(false)?;
@@ -334,7 +357,7 @@ fn reference(args: &Args) -> Result<Outcome> {
         }
         match batch.recv(&opened.socket, BATCH, Wait::ForOne) {
             Ok(n) => {
-                (started, last) = (true, Instant::now());
+                end.data();
                 for (i, chunk) in bufs.chunks(slot).take(n).enumerate() {
                     out.count(args.format, &chunk[..batch.meta(i).len.min(slot)]);
                 }
@@ -345,7 +368,7 @@ fn reference(args: &Args) -> Result<Outcome> {
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                if started && last.elapsed() >= idle || start.elapsed() >= timeout {
+                if end.reached() {
                     break;
                 }
             }

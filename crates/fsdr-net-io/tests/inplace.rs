@@ -131,6 +131,22 @@ fn stream_into<T: Item>(
     }
 }
 
+/// Like [`check_timeline`] for samples converted to `Complex<f32>`: returns the zeros.
+fn check_converted_timeline(items: &[Complex32], ctx: &str) -> u64 {
+    let scale = fsdr_net_io::sample::SC16_SCALE;
+    let mut zeros = 0;
+    for (k, s) in items.iter().enumerate() {
+        if *s == Complex32::default() {
+            zeros += 1;
+            continue;
+        }
+        let i = (s.re / scale).round() as i16;
+        let q = (s.im / scale).round() as i16;
+        assert_eq!(ramp_index(i, q) as usize, k, "sample {k}: {ctx}");
+    }
+    zeros
+}
+
 /// Every sample is zero (filled for a loss) or the ramp value of its index.
 fn check_timeline(items: &[Complex<i16>], ctx: &str) -> u64 {
     let mut zeros = 0;
@@ -294,15 +310,7 @@ fn converting_items_take_the_copying_path_with_the_same_result() {
             r.sent.samples_sent + r.sent.dropped_samples,
             "{ctx}"
         );
-        let scale = fsdr_net_io::sample::SC16_SCALE;
-        for (k, s) in r.items.iter().enumerate() {
-            if *s == Complex32::default() {
-                continue;
-            }
-            let i = (s.re / scale).round() as i16;
-            let q = (s.im / scale).round() as i16;
-            assert_eq!(ramp_index(i, q) as usize, k, "sample {k}: {ctx}");
-        }
+        check_converted_timeline(&r.items, &ctx);
     }
 }
 
@@ -332,18 +340,56 @@ fn copied_datagrams_that_wait_for_a_buffer_stay_exact_and_in_order() {
             r.sent.samples_sent + r.sent.dropped_samples,
             "{ctx}"
         );
-        let scale = fsdr_net_io::sample::SC16_SCALE;
-        let mut zeros = 0;
-        for (k, s) in r.items.iter().enumerate() {
-            if *s == Complex32::default() {
-                zeros += 1;
-                continue;
-            }
-            let i = (s.re / scale).round() as i16;
-            let q = (s.im / scale).round() as i16;
-            assert_eq!(ramp_index(i, q) as usize, k, "sample {k}: {ctx}");
-        }
+        let zeros = check_converted_timeline(&r.items, &ctx);
         assert!(zeros >= r.sent.dropped_samples, "{ctx}");
+    }
+}
+
+/// A consumer that returns no buffer: the receiver counts the pause, and the copied
+/// datagrams it could not write when it stopped count as `unconsumed` — every datagram
+/// received ends in a counter. In every format with sequence numbers, on a thread of its
+/// own and inline.
+#[test]
+fn a_consumer_that_returns_no_buffer_moves_paused_and_unconsumed() {
+    for (inline, format) in cases() {
+        let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        engine.backend = Backend::Recvmmsg;
+        engine.format = format;
+        let cfg = InPlaceConfig {
+            engine,
+            // sc16 into Complex<f32>: every datagram takes the copying path.
+            decoder: Decoder::<Complex32>::new(EmulatorConfig::default_wire(format)).unwrap(),
+            depacketizer: DepacketizerConfig::default(),
+            buffers: 1,
+        };
+        let mut rx = if inline {
+            InPlaceReceiver::<Complex32, Vec<Complex32>>::start_inline(cfg).unwrap()
+        } else {
+            InPlaceReceiver::<Complex32, Vec<Complex32>>::start(cfg).unwrap()
+        };
+        // Five datagrams of 100 samples queue in the socket before there is a buffer, so
+        // one receive takes them all; the one buffer holds 130 samples.
+        let mut emu = EmulatorConfig::new(rx.local_addr(), format);
+        emu.rate = 1e6;
+        emu.tick_rate = 1e6;
+        emu.spp = Some(SPP as usize);
+        emu.samples = Some(5 * SPP);
+        emu.signal = Signal::Ramp;
+        let sent = Emulator::new(emu).unwrap().run().unwrap();
+        rx.give(vec![Complex32::default(); 130]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rx.stats().received < 5 {
+            assert!(Instant::now() < deadline, "{format}: {}", rx.stats());
+            rx.receive(Duration::from_millis(20));
+        }
+        let (stats, dp, rest) = rx.shutdown();
+        let ctx = format!("{format} (inline: {inline}): {stats}\n{dp:?}\n{sent:?}");
+        assert_eq!(stats.received, sent.packets_sent, "{ctx}");
+        assert!(stats.paused >= 1, "{ctx}");
+        // The first datagram fits, the second fits in part (the rest is staged), the other
+        // three find no buffer.
+        assert_eq!((stats.delivered, stats.unconsumed), (2, 3), "{ctx}");
+        assert_eq!(rest.iter().map(|f| f.items).sum::<usize>(), 130, "{ctx}");
     }
 }
 

@@ -55,6 +55,7 @@ pub(crate) use config::WakeSchedule;
 pub use config::{Coalesce, DEFAULT_SLOT_SIZE, EngineConfig, Overload, ThreadOptions};
 pub(crate) use consumer::count_event;
 pub use datagram::{Arrival, Clocks, Datagram, DatagramMeta, Gap, StreamKey};
+pub(crate) use slots::Recycled;
 pub(crate) use worker::{setup_thread, spawn_receive_thread};
 
 use backend::Stopper;

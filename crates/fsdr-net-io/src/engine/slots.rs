@@ -12,53 +12,63 @@ use std::sync::Arc;
 
 use super::datagram::DatagramMeta;
 
-/// The receive thread's ends of one pool's rings.
-pub(crate) struct ReceiverEnd {
-    /// Ready slots, towards the consumer.
-    pub(crate) ready: rtrb::Producer<u32>,
-    /// Free slots, back from the consumer.
-    free: rtrb::Consumer<u32>,
-    /// Free slots taken off `free`, the most recently freed on top. Receives take from the
-    /// top, so the slots in use are the few whose memory is still in the CPU's cache: the
-    /// free ring is FIFO, and taking from it in order would cycle through the whole pool
-    /// (73 MB by default) and make the kernel's copy write to cold memory every time
-    /// (it cost the engine half again the copy time of the bare loop; docs/PERFORMANCE.md).
-    hot: Vec<u32>,
+/// The taking end of a ring of returned items (free slots, empty buffers) that hands them
+/// out most recently returned first. The ring is FIFO; taking from it in order would cycle
+/// through everything in circulation (the engine's whole 73 MB pool) and make the kernel's
+/// copy write to memory that left the CPU's cache (it cost the engine half again the copy
+/// time of the bare loop; docs/PERFORMANCE.md). Returned items move onto a stack instead and
+/// are taken from its top.
+pub(crate) struct Recycled<T> {
+    ring: rtrb::Consumer<T>,
+    hot: Vec<T>,
 }
 
-impl ReceiverEnd {
-    /// Moves every slot the consumer returned onto the hot stack.
+impl<T> Recycled<T> {
+    pub(crate) fn new(ring: rtrb::Consumer<T>) -> Self {
+        let hot = Vec::with_capacity(ring.buffer().capacity());
+        Recycled { ring, hot }
+    }
+
+    /// Moves everything returned so far onto the stack.
     fn collect(&mut self) {
-        let n = self.free.slots();
+        let n = self.ring.slots();
         if n > 0
-            && let Ok(chunk) = self.free.read_chunk(n)
+            && let Ok(chunk) = self.ring.read_chunk(n)
         {
             self.hot.extend(chunk);
         }
     }
 
-    /// Free slots this end holds or can take now.
-    pub(crate) fn free_slots(&self) -> usize {
-        self.hot.len() + self.free.slots()
+    /// Items held or returned and not taken yet.
+    pub(crate) fn len(&self) -> usize {
+        self.hot.len() + self.ring.slots()
     }
 
-    /// The most recently freed slot, if any is free.
-    pub(crate) fn take_free(&mut self) -> Option<u32> {
+    /// The most recently returned item, if any.
+    pub(crate) fn take(&mut self) -> Option<T> {
         self.collect();
         self.hot.pop()
     }
 
-    /// Returns slots this end took but did not use; the last one given ends on top.
-    pub(crate) fn put_back(&mut self, slots: impl Iterator<Item = u32>) {
-        self.hot.extend(slots);
+    /// Puts back items taken and not used; the last one given ends on top.
+    pub(crate) fn put_back(&mut self, items: impl Iterator<Item = T>) {
+        self.hot.extend(items);
     }
 
-    /// Appends up to `n` free slots to `out`, the most recently freed first.
-    pub(crate) fn take_free_into(&mut self, n: usize, out: &mut Vec<u32>) {
+    /// Appends up to `n` items to `out`, the most recently returned first.
+    pub(crate) fn take_into(&mut self, n: usize, out: &mut Vec<T>) {
         self.collect();
         let from = self.hot.len() - n.min(self.hot.len());
         out.extend(self.hot.drain(from..).rev());
     }
+}
+
+/// The receive thread's ends of one pool's rings.
+pub(crate) struct ReceiverEnd {
+    /// Ready slots, towards the consumer.
+    pub(crate) ready: rtrb::Producer<u32>,
+    /// Free slots, back from the consumer, the most recently freed first.
+    pub(crate) free: Recycled<u32>,
 }
 
 /// The consumer's ends of one pool's rings.
@@ -110,8 +120,7 @@ impl SlotPool {
             pool,
             ReceiverEnd {
                 ready: ready_tx,
-                free: free_rx,
-                hot: Vec::with_capacity(slots),
+                free: Recycled::new(free_rx),
             },
             ConsumerEnd {
                 ready: ready_rx,
@@ -198,7 +207,7 @@ mod tests {
     #[test]
     fn pool_starts_with_every_slot_free_and_rings_pass_ownership() {
         let (p, mut rx, mut cons) = SlotPool::new(10, 100);
-        let mut seen: Vec<u32> = std::iter::from_fn(|| rx.take_free()).collect();
+        let mut seen: Vec<u32> = std::iter::from_fn(|| rx.free.take()).collect();
         seen.sort();
         assert_eq!(seen, (0..10).collect::<Vec<_>>());
         assert_eq!(p.slot_size(), 100);
@@ -208,7 +217,7 @@ mod tests {
         assert!(rx.ready.push(0).is_err(), "never more than every slot");
         assert_eq!(cons.ready.pop(), Ok(0));
         cons.free.push(0).unwrap();
-        assert_eq!(rx.take_free(), Some(0));
+        assert_eq!(rx.free.take(), Some(0));
     }
 
     #[test]
@@ -216,8 +225,8 @@ mod tests {
         let (_p, mut rx, mut cons) = SlotPool::new(1000, 8);
         // The receive thread takes a batch, the consumer frees it in delivery order.
         let mut batch = Vec::new();
-        rx.take_free_into(4, &mut batch);
-        assert_eq!(rx.free_slots(), 996);
+        rx.free.take_into(4, &mut batch);
+        assert_eq!(rx.free.len(), 996);
         for &s in &batch {
             rx.ready.push(s).unwrap();
         }
@@ -226,18 +235,18 @@ mod tests {
             delivered.push(s);
             cons.free.push(s).unwrap();
         }
-        assert_eq!(rx.free_slots(), 1000);
+        assert_eq!(rx.free.len(), 1000);
         // The next batch reuses those four, the last freed first, not the 996 slots that
         // were never touched (which a FIFO would hand out next).
         let mut next = Vec::new();
-        rx.take_free_into(4, &mut next);
+        rx.free.take_into(4, &mut next);
         delivered.reverse();
         assert_eq!(next, delivered);
         // Asking for more than is free gives what there is.
         let mut all = Vec::new();
-        rx.take_free_into(5000, &mut all);
+        rx.free.take_into(5000, &mut all);
         assert_eq!(all.len(), 996);
-        assert_eq!(rx.take_free(), None);
+        assert_eq!(rx.free.take(), None);
     }
 
     #[test]
@@ -248,7 +257,7 @@ mod tests {
         let t = std::thread::spawn(move || {
             for k in 0..n {
                 let slot = loop {
-                    if let Some(s) = rx.take_free() {
+                    if let Some(s) = rx.free.take() {
                         break s;
                     }
                     std::hint::spin_loop();

@@ -189,12 +189,12 @@ impl Worker {
     /// multishot ring, and for the datagrams of a coalesced receive that outnumber the slots
     /// set aside for it).
     pub(crate) fn take_free(&mut self) -> Option<u32> {
-        self.end.take_free()
+        self.end.free.take()
     }
 
     /// Free slots this thread owns or may take back now.
     fn free_slots(&self) -> usize {
-        self.stash.len() + self.end.free_slots()
+        self.stash.len() + self.end.free.len()
     }
 
     /// Datagrams the consumer holds now (ready or being used; not those held for reordering).
@@ -219,7 +219,8 @@ impl Worker {
     pub(crate) fn fill_stash(&mut self, n: usize) -> usize {
         if self.stash.len() < n {
             self.end
-                .take_free_into(n - self.stash.len(), &mut self.stash);
+                .free
+                .take_into(n - self.stash.len(), &mut self.stash);
         }
         self.room().min(n)
     }
@@ -372,8 +373,10 @@ impl Worker {
                 self.keep.push(self.stash[i]);
             }
         }
-        self.end.put_back(self.stash[used..].iter().rev().copied());
-        self.end.put_back(self.keep.iter().rev().copied());
+        self.end
+            .free
+            .put_back(self.stash[used..].iter().rev().copied());
+        self.end.free.put_back(self.keep.iter().rev().copied());
         self.stash.clear();
     }
 

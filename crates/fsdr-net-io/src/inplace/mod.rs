@@ -433,13 +433,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             }
             Runner::Inline { rx, .. } => {
                 // What is queued is still taken, as the thread would.
-                for _ in 0..4096 {
-                    match rx.step(true, None) {
-                        receiver::Step::Busy | receiver::Step::Idle => {}
-                        receiver::Step::NoBuffer | receiver::Step::Drained => break,
-                    }
-                }
-                rx.finish();
+                rx.drain_and_finish();
                 // A second stop (drop after shutdown) finds nothing to do.
                 self.runner = Runner::Thread(None);
             }

@@ -9,7 +9,7 @@ use socket2::Socket;
 
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{DatagramIn, Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
-use crate::engine::{Coalesce, EngineConfig, WakeSchedule};
+use crate::engine::{Coalesce, EngineConfig, Recycled, WakeSchedule};
 use crate::format::vrt::context::{ContextTracker, IfContext};
 use crate::format::{Format, PacketClass, PacketInfo};
 use crate::sample::{Decoder, Item};
@@ -73,10 +73,8 @@ pub(super) struct Receive<T, B> {
     slot_size: usize,
     reorder_timeout: Duration,
     coalesce: Coalesce,
-    empty: rtrb::Consumer<B>,
-    /// Empty buffers taken from `empty`, the most recently returned on top: filling the
-    /// one used last keeps the kernel's copy writing to memory still in the cache.
-    hot: Vec<B>,
+    /// Empty buffers, the most recently returned first.
+    empty: Recycled<B>,
     full: rtrb::Producer<Filled<B>>,
     dp: Depacketizer<T>,
     order: Option<StreamOrder<Entry>>,
@@ -118,8 +116,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             slot_size: cfg.slot_size,
             reorder_timeout: cfg.reorder_timeout,
             coalesce: cfg.coalesce,
-            empty,
-            hot: Vec::new(),
+            empty: Recycled::new(empty),
             full,
             dp: Depacketizer::new(decoder, dp_cfg),
             order: cfg
@@ -148,17 +145,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         self.shared.engine.stop.load(Ordering::Acquire)
     }
 
-    /// The receive thread: steps until stopped and drained, then hands over what is left.
+    /// The receive thread: steps until stopped, then drains and finishes.
     pub(super) fn run(mut self) {
         sys::set_timer_slack_ns(5_000);
-        // Once stopping, what is queued is still taken, but a sender that never pauses
-        // cannot keep the thread alive.
-        let mut after_stop = 0;
-        while after_stop < 4096 {
-            let stopping = self.stopping();
-            after_stop += usize::from(stopping);
-            match self.step(stopping, None) {
-                Step::NoBuffer if stopping => break,
+        while !self.stopping() {
+            match self.step(false, None) {
                 Step::NoBuffer => {
                     self.shared.engine.resume[0]
                         .notify
@@ -166,6 +157,18 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 }
                 Step::Drained => break,
                 Step::Busy | Step::Idle => {}
+            }
+        }
+        self.drain_and_finish();
+    }
+
+    /// Once stopping: takes what is queued without waiting (a sender that never pauses
+    /// cannot keep it going for ever), then finishes.
+    pub(super) fn drain_and_finish(&mut self) {
+        for _ in 0..4096 {
+            match self.step(true, None) {
+                Step::Busy | Step::Idle => {}
+                Step::NoBuffer | Step::Drained => break,
             }
         }
         self.finish();
@@ -222,7 +225,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     /// After the last step: whatever waits for a missing predecessor goes out, the last
     /// buffer is handed over, and the final counters are published.
-    pub(super) fn finish(&mut self) {
+    fn finish(&mut self) {
         if let Some(o) = self.order.as_mut() {
             o.flush_all(&mut self.released);
         }
@@ -252,13 +255,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     /// Takes an empty buffer (the one returned last); when there is none, counts a pause.
     fn next_buffer(&mut self) -> bool {
-        let n = self.empty.slots();
-        if n > 0
-            && let Ok(chunk) = self.empty.read_chunk(n)
-        {
-            self.hot.extend(chunk);
-        }
-        match self.hot.pop() {
+        match self.empty.take() {
             Some(buffer) => {
                 self.paused = false;
                 self.cur = Some(Current {
@@ -725,21 +722,29 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// Writes what the reorder stage released, in order, as far as there are buffers;
     /// what is left waits in `released` for the next buffer.
     fn deliver_released(&mut self) {
-        let mut released = std::mem::take(&mut self.released).into_iter();
-        while let Some(r) = released.next() {
-            if let Entry::Owned(o) = &r.item
-                && r.deliver
-                && !self.write_owned(o, r.event)
-            {
-                // No buffer: this one and the rest wait, ahead of anything released later.
-                self.released = std::iter::once(r).chain(released).collect();
-                return;
+        let mut batch = std::mem::take(&mut self.released);
+        {
+            let mut entries = batch.drain(..);
+            while let Some(r) = entries.next() {
+                if let Entry::Owned(o) = &r.item
+                    && r.deliver
+                    && !self.write_owned(o, r.event)
+                {
+                    // No buffer: this one and the rest wait, ahead of anything released later.
+                    self.released.push(r);
+                    self.released.extend(entries);
+                    break;
+                }
+                crate::engine::count_event(&self.shared.engine.counters.consumer, r.event);
+                // Placed datagrams go out at once on the fast path, never through here.
+                if let Entry::Owned(o) = r.item {
+                    self.spare.push(o.bytes);
+                }
             }
-            crate::engine::count_event(&self.shared.engine.counters.consumer, r.event);
-            // Placed datagrams go out at once on the fast path, never through here.
-            if let Entry::Owned(o) = r.item {
-                self.spare.push(o.bytes);
-            }
+        }
+        if self.released.is_empty() {
+            // Keep the allocation: this runs for every copied datagram.
+            self.released = batch;
         }
     }
 
