@@ -155,8 +155,11 @@ fn dropped_packets_are_missed_exactly() {
 
 #[test]
 fn reorders_and_duplicates_are_counted_and_the_ramp_stays_continuous() {
+    // A reorder timeout of 100 ms: a sender descheduled for longer than the default 5 ms
+    // between two swapped packets (seen under a full parallel test run) would otherwise
+    // turn a reorder into missed + late.
     let (rx, sim) = pair(
-        &["--zero-fill", "false"],
+        &["--zero-fill", "false", "--reorder-timeout-ms", "100"],
         &[
             "--samples",
             "4e6",

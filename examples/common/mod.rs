@@ -170,6 +170,10 @@ pub struct TuningArgs {
     /// Datagrams held per stream to restore order (0: no reordering; default: the engine's).
     #[arg(long)]
     pub reorder_window: Option<usize>,
+    /// Milliseconds a datagram waits for a missing predecessor before the gap counts as
+    /// missed (default: the engine's, 5 ms).
+    #[arg(long)]
+    pub reorder_timeout_ms: Option<f64>,
     /// UDP GRO on receive: coalesced receives split in place (mio and reuseport backends).
     #[arg(long)]
     pub gro: bool,
@@ -194,6 +198,9 @@ impl TuningArgs {
         }
         if let Some(n) = self.reorder_window {
             cfg.reorder_window = n;
+        }
+        if let Some(ms) = self.reorder_timeout_ms {
+            cfg.reorder_timeout = Duration::from_secs_f64(ms.max(0.0) * 1e-3);
         }
         cfg.socket.gro |= self.gro;
         if let Some(ms) = self.latency_budget_ms {
