@@ -68,8 +68,17 @@ impl Budget {
     }
 
     fn arrived(&mut self, n: u64, now: u64) {
-        self.window_count += n + std::mem::take(&mut self.dropped);
+        let n = n + std::mem::take(&mut self.dropped);
         let elapsed = now.saturating_sub(self.window_start);
+        if self.window_count == 0 && n > 0 && elapsed >= RATE_WINDOW_NS {
+            // A whole window passed with nothing in it (before the stream began, or in a
+            // pause between bursts): the rate is measured from these arrivals on, not over
+            // the idle time, which would put the budget at its floor for a fast stream.
+            self.window_start = now;
+            self.window_count = n;
+            return;
+        }
+        self.window_count += n;
         if elapsed >= RATE_WINDOW_NS {
             if let Some(b) = self.budget_ns {
                 let per_ns = self.window_count as f64 / elapsed as f64;
@@ -479,4 +488,58 @@ pub(crate) fn setup_thread(opts: &ThreadOptions, index: usize) -> Result<(), Err
     // would stretch them.
     sys::set_timer_slack_ns(5_000);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(budget_ms: u64) -> Budget {
+        Budget {
+            budget_ns: Some(budget_ms * 1_000_000),
+            floor: 16,
+            slots: 4096,
+            window_start: 0,
+            window_count: 0,
+            cap: 4096,
+            last_drops: None,
+            dropped: 0,
+        }
+    }
+
+    /// 100 datagrams per ms with a 20 ms budget hold 2000 datagrams, also when the stream
+    /// begins long after the engine started measuring.
+    #[test]
+    fn a_stream_that_starts_late_is_not_measured_over_the_idle_time_before_it() {
+        let ms = 1_000_000;
+        let mut b = budget(20);
+        // The first datagrams come 50 ms after the start, then 100 every ms.
+        let mut now = 50 * ms;
+        b.arrived(1, now);
+        assert!(b.cap >= 1900, "cap {}", b.cap);
+        for _ in 0..30 {
+            now += ms;
+            b.arrived(100, now);
+            assert!(b.cap >= 1900, "cap {}", b.cap);
+        }
+        assert!((1900..=2100).contains(&b.cap), "cap {}", b.cap);
+    }
+
+    /// A stream that slows down gets a shorter queue; one that stops leaves it at the floor.
+    #[test]
+    fn the_budget_follows_the_rate_down_to_its_floor() {
+        let ms = 1_000_000;
+        let mut b = budget(20);
+        let mut now = 0;
+        for _ in 0..30 {
+            now += ms;
+            b.arrived(10, now);
+        }
+        assert!((190..=210).contains(&b.cap), "cap {}", b.cap);
+        for _ in 0..30 {
+            now += ms;
+            b.arrived(0, now);
+        }
+        assert_eq!(b.cap, 16);
+    }
 }
