@@ -5,6 +5,7 @@
 //! Receivers:
 //! * `flowgraph-<backend>`: fsdr-net's `UdpSource` → counting sink in a FutureSDR flowgraph;
 //! * `engine-<backend>`: the fsdr-net receive engine alone, its consumer on the main thread;
+//!   `engine-inline`: the same engine (mio backend) received inline, on that thread;
 //! * `inplace`, `inplace-inline`: fsdr-net's in-place receiver alone (bytes as items), its
 //!   consumer on the main thread; `inline` runs the receive loop on that thread too;
 //! * `futuresdr`: FutureSDR's own `futuresdr::blocks::UdpSource` (defaults) → counting sink;
@@ -38,7 +39,8 @@ use futuresdr::runtime::macros::connect;
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// flowgraph-<backend>, engine-<backend>, futuresdr or recvmmsg.
+    /// flowgraph-<backend>, flowgraph-inplace, engine-<backend>, engine-inline, inplace,
+    /// inplace-inline, futuresdr or recvmmsg.
     #[arg(long, default_value = "flowgraph-mio")]
     receiver: String,
     /// Address to bind.
@@ -102,6 +104,7 @@ fn main() -> Result<()> {
     let (kind, backend) = match args.receiver.split_once('-') {
         Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
         Some(("inplace", "inline")) => ("inplace-inline", None),
+        Some(("engine", "inline")) => ("engine-inline", None),
         Some((k, b)) => (k, Some(b.parse::<Backend>().map_err(anyhow::Error::msg)?)),
         None => (args.receiver.as_str(), None),
     };
@@ -110,11 +113,12 @@ fn main() -> Result<()> {
         ("inplace", None) => in_place(&args, false)?,
         ("inplace-inline", None) => in_place(&args, true)?,
         ("flowgraph", Some(b)) => flowgraph(&args, b)?,
-        ("engine", Some(b)) => engine(&args, b)?,
+        ("engine", Some(b)) => engine(&args, b, false)?,
+        ("engine-inline", None) => engine(&args, Backend::Mio, true)?,
         ("futuresdr", None) => futuresdr_source(&args)?,
         ("recvmmsg", None) => reference(&args)?,
         _ => bail!(
-            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace, engine-<backend>, inplace, inplace-inline, futuresdr or recvmmsg",
+            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace, engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
             args.receiver
         ),
     };
@@ -278,13 +282,17 @@ fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
     Ok(out)
 }
 
-fn engine(args: &Args, backend: Backend) -> Result<Outcome> {
+fn engine(args: &Args, backend: Backend, inline: bool) -> Result<Outcome> {
     let mut cfg = EngineConfig::new(args.bind);
     cfg.backend = backend;
     cfg.format = args.format;
     cfg.slot_size = args.size.max(9000);
     args.tuning.apply(&mut cfg);
-    let mut engine = Engine::start(cfg)?;
+    let mut engine = if inline {
+        Engine::start_inline(cfg)?
+    } else {
+        Engine::start(cfg)?
+    };
     announce(engine.local_addr());
     let mut out = Outcome::default();
     let mut end = StreamEnd::new(args);

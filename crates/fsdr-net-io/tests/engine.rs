@@ -15,7 +15,15 @@ use fsdr_net_io::{Backend, DataHeader, Engine, EngineConfig, Error, Format, SeqE
 const N: u64 = 100_000;
 
 fn accounting(backend: Backend) {
-    let engine = engine(backend, Format::Seq64);
+    accounting_of(engine(backend, Format::Seq64));
+}
+
+fn accounting_of(engine: Engine) {
+    let backend = format!(
+        "{}{}",
+        engine.backend(),
+        if engine.is_inline() { ", inline" } else { "" }
+    );
     // 1000-byte datagrams at 100 MB/s: 100k datagrams a second.
     let sender = send(&engine, Format::Seq64, N, 1000, Some(100e6));
     let r = consume_until_accounted(engine, N, Duration::from_secs(60));
@@ -44,6 +52,119 @@ fn accounting(backend: Backend) {
 #[test]
 fn mio_accounts_for_every_datagram() {
     accounting(Backend::Mio);
+}
+
+/// An engine received inline, on the consumer's thread.
+fn inline(backend: Backend, edit: impl FnOnce(&mut EngineConfig)) -> Engine {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.backend = backend;
+    cfg.format = Format::Seq64;
+    edit(&mut cfg);
+    Engine::start_inline(cfg).expect("inline engine starts")
+}
+
+#[test]
+fn inline_reception_accounts_for_every_datagram() {
+    for backend in [Backend::Mio, Backend::Recvmmsg, Backend::Blocking] {
+        accounting_of(inline(backend, |_| {}));
+    }
+    accounting_of(inline(Backend::Mio, |c| c.socket.gro = true));
+}
+
+/// Inline, nothing reads the socket while the consumer does not call: a stalled consumer
+/// costs no receive at all, and the kernel's buffer holds the stream (or drops what does not
+/// fit, counted, and the sequence numbers show those with a successor).
+#[test]
+fn inline_reception_reads_only_when_the_consumer_calls() {
+    for recv_buffer in [25_000_000usize, 64 * 1024] {
+        let mut engine = inline(Backend::Mio, |c| {
+            c.slots = 64;
+            c.batch = 8;
+            c.reorder_window = 0;
+            c.socket.recv_buffer = recv_buffer;
+            c.socket.force_recv_buffer = recv_buffer > 1 << 20;
+        });
+        let n = 2_000;
+        send(&engine, Format::Seq64, n, 200, Some(20e6))
+            .join()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let stalled = engine.stats();
+        let ctx = format!("buffer {recv_buffer}: {stalled}");
+        assert_eq!((stalled.received, stalled.recv_calls), (0, 0), "{ctx}");
+        assert_eq!(stalled.wakeups, 0, "{ctx}");
+        let mut seqs = Vec::new();
+        while let Some(d) = engine.recv_timeout(Duration::from_millis(300)) {
+            seqs.push(d.info().seq.unwrap());
+        }
+        let s = engine.shutdown();
+        let ctx = format!("buffer {recv_buffer}: {s}");
+        assert_eq!(s.accounted(), n, "{ctx}");
+        assert_eq!(s.delivered, seqs.len() as u64, "{ctx}");
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{ctx}");
+        assert_eq!((s.overflow, s.paused, s.wakeups), (0, 0, 0), "{ctx}");
+        if recv_buffer > 1 << 20 {
+            assert_eq!((s.delivered, s.kernel_drops, s.missed), (n, 0, 0), "{ctx}");
+        } else {
+            assert!(s.kernel_drops > 0, "{ctx}");
+            assert_eq!(s.delivered + s.kernel_drops, n, "{ctx}");
+            let span = seqs.last().unwrap() - seqs.first().unwrap() + 1;
+            assert_eq!(s.missed, span - s.delivered, "{ctx}");
+        }
+    }
+}
+
+/// Inline, a datagram held for a missing predecessor comes out once the reorder timeout
+/// expires, although nothing else arrives (the wait for the socket ends at that deadline);
+/// `try_recv` receives without waiting.
+#[test]
+fn inline_reception_releases_held_datagrams_at_the_reorder_timeout() {
+    let mut engine = inline(Backend::Recvmmsg, |c| {
+        c.reorder_timeout = Duration::from_millis(20);
+    });
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for s in [1u64, 2, 4, 5] {
+        tx.send_to(&s.to_le_bytes(), engine.local_addr()).unwrap();
+    }
+    let start = std::time::Instant::now();
+    let mut seqs = Vec::new();
+    while seqs.len() < 4 && start.elapsed() < Duration::from_secs(10) {
+        if let Some(d) = engine.try_recv() {
+            seqs.push(d.info().seq.unwrap());
+        }
+        if seqs.len() == 2 {
+            // 4 and 5 wait for 3; only the timeout lets them go.
+            if let Some(d) = engine.recv_timeout(Duration::from_secs(5)) {
+                seqs.push(d.info().seq.unwrap());
+            }
+        }
+    }
+    assert_eq!(seqs, [1, 2, 4, 5]);
+    assert!(start.elapsed() >= Duration::from_millis(20));
+    let s = engine.shutdown();
+    assert_eq!((s.missed, s.delivered, s.wakeups), (1, 4, 0), "{s}");
+}
+
+/// Backends with several sockets, io_uring or thread options cannot be received inline:
+/// a clear error, no panic.
+#[test]
+fn inline_reception_refuses_what_needs_receive_threads() {
+    for &backend in Backend::ALL {
+        let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.backend = backend;
+        let r = Engine::start_inline(cfg);
+        match backend {
+            Backend::Mio | Backend::Recvmmsg | Backend::Blocking => assert!(r.is_ok()),
+            _ => assert!(
+                matches!(r, Err(Error::Unsupported { .. })),
+                "{backend}: {r:?}"
+            ),
+        }
+    }
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.threads.cpus = vec![0];
+    let e = Engine::start_inline(cfg).unwrap_err();
+    assert!(e.to_string().contains("caller's thread"), "{e}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Faults injected by the emulator (drops, reorders, duplicates, a restart) in every format
 //! with sequence numbers, through the receive engine: every count exact. VITA-49's 4-bit
 //! packet count is the hard case: a loss followed by 16 good packets looks like no loss to the
-//! counter alone; the sample-count timestamps tell.
+//! counter alone; the sample-count timestamps tell. Every test runs the engine both ways: with
+//! its receive thread and inline (received on the consumer's thread).
 
 use std::time::Duration;
 
@@ -11,10 +12,18 @@ use fsdr_net_io::{Engine, EngineConfig, Format, Stats};
 /// Samples per packet: small packets, many of them.
 const SPP: u64 = 100;
 
-/// Streams `packets` packets of `format` with `faults` into an engine; returns what the
-/// emulator did, the engine's counters and the samples delivered.
-fn stream(format: Format, packets: u64, faults: Faults) -> (EmulatorReport, Stats, u64) {
-    stream_with(format, packets, faults, false)
+/// The engine with its receive thread (false) and inline (true).
+const INLINE: [bool; 2] = [false, true];
+
+/// Streams `packets` packets of `format` with `faults` into an engine (received inline when
+/// `inline`); returns what the emulator did, the engine's counters and the samples delivered.
+fn stream(
+    format: Format,
+    packets: u64,
+    faults: Faults,
+    inline: bool,
+) -> (EmulatorReport, Stats, u64) {
+    stream_with(format, packets, faults, false, inline)
 }
 
 /// [`stream`], with the engine's socket taking coalesced receives (UDP GRO) when `gro`.
@@ -23,6 +32,7 @@ fn stream_with(
     packets: u64,
     faults: Faults,
     gro: bool,
+    inline: bool,
 ) -> (EmulatorReport, Stats, u64) {
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.format = format;
@@ -30,7 +40,11 @@ fn stream_with(
     // Counting, not timing, is under test: a sender thread descheduled for a few ms on a
     // loaded machine must not turn a reordered packet into a missed and a late one.
     cfg.reorder_timeout = Duration::from_millis(100);
-    let mut engine = Engine::start(cfg).unwrap();
+    let mut engine = if inline {
+        Engine::start_inline(cfg).unwrap()
+    } else {
+        Engine::start(cfg).unwrap()
+    };
     let mut emu = EmulatorConfig::new(engine.local_addr(), format);
     emu.rate = 20e6;
     emu.tick_rate = 20e6;
@@ -57,9 +71,16 @@ fn stream_with(
     (report, engine.shutdown(), samples)
 }
 
+/// Every format with sequence numbers, each with the receive thread and inline.
+fn cases() -> impl Iterator<Item = (Format, bool)> {
+    [Format::Seq64, Format::Chdr, Format::Vrt]
+        .into_iter()
+        .flat_map(|f| INLINE.map(|inline| (f, inline)))
+}
+
 #[test]
 fn drops_are_missed_frames_exactly_in_every_format() {
-    for format in [Format::Seq64, Format::Chdr, Format::Vrt] {
+    for (format, inline) in cases() {
         for every in [7u64, 16, 100, 1000] {
             // One packet more than a multiple of `every`: the last drop has a successor.
             let packets = 2 * every.max(100) + 1;
@@ -70,8 +91,9 @@ fn drops_are_missed_frames_exactly_in_every_format() {
                     drop_every: Some(every),
                     ..Faults::default()
                 },
+                inline,
             );
-            let ctx = format!("{format}, drop every {every}: {s}\n{sent:?}");
+            let ctx = format!("{format}, inline {inline}, drop every {every}: {s}\n{sent:?}");
             assert_eq!(s.kernel_drops + s.overflow, 0, "{ctx}");
             assert_eq!(s.missed, sent.dropped, "{ctx}");
             assert_eq!((s.duplicates, s.late, s.resyncs), (0, 0, 0), "{ctx}");
@@ -86,7 +108,7 @@ fn drops_are_missed_frames_exactly_in_every_format() {
 
 #[test]
 fn reorders_and_duplicates_are_exact_in_every_format() {
-    for format in [Format::Seq64, Format::Chdr, Format::Vrt] {
+    for (format, inline) in cases() {
         let (sent, s, samples) = stream(
             format,
             500,
@@ -95,8 +117,9 @@ fn reorders_and_duplicates_are_exact_in_every_format() {
                 duplicate_every: Some(31),
                 ..Faults::default()
             },
+            inline,
         );
-        let ctx = format!("{format}: {s}\n{sent:?}");
+        let ctx = format!("{format}, inline {inline}: {s}\n{sent:?}");
         assert_eq!(s.kernel_drops + s.overflow, 0, "{ctx}");
         assert_eq!(s.duplicates, sent.duplicated, "{ctx}");
         assert_eq!(s.reordered, sent.reordered, "{ctx}");
@@ -107,7 +130,7 @@ fn reorders_and_duplicates_are_exact_in_every_format() {
 
 #[test]
 fn a_restart_is_one_resync_in_every_format() {
-    for format in [Format::Seq64, Format::Chdr, Format::Vrt] {
+    for (format, inline) in cases() {
         let (sent, s, samples) = stream(
             format,
             300,
@@ -116,8 +139,9 @@ fn a_restart_is_one_resync_in_every_format() {
                 restart_after: Some(157),
                 ..Faults::default()
             },
+            inline,
         );
-        let ctx = format!("{format}: {s}\n{sent:?}");
+        let ctx = format!("{format}, inline {inline}: {s}\n{sent:?}");
         assert_eq!(sent.restarts, 1);
         assert_eq!(s.resyncs, 1, "{ctx}");
         assert_eq!((s.missed, s.duplicates, s.late), (0, 0, 0), "{ctx}");
@@ -127,7 +151,7 @@ fn a_restart_is_one_resync_in_every_format() {
 
 #[test]
 fn drops_reorders_and_duplicates_together() {
-    for format in [Format::Seq64, Format::Chdr, Format::Vrt] {
+    for (format, inline) in cases() {
         let (sent, s, samples) = stream(
             format,
             3001,
@@ -137,8 +161,9 @@ fn drops_reorders_and_duplicates_together() {
                 duplicate_every: Some(103),
                 ..Faults::default()
             },
+            inline,
         );
-        let ctx = format!("{format}: {s}\n{sent:?}");
+        let ctx = format!("{format}, inline {inline}: {s}\n{sent:?}");
         assert_eq!(s.kernel_drops + s.overflow, 0, "{ctx}");
         assert_eq!(s.missed, sent.dropped, "{ctx}");
         assert_eq!(s.duplicates, sent.duplicated, "{ctx}");
@@ -152,15 +177,15 @@ fn drops_reorders_and_duplicates_together() {
 /// without GRO, in every format.
 #[test]
 fn coalesced_gro_receives_count_every_fault_exactly_in_every_format() {
-    for format in [Format::Seq64, Format::Chdr, Format::Vrt] {
+    for (format, inline) in cases() {
         let faults = Faults {
             drop_every: Some(97),
             reorder_every: Some(101),
             duplicate_every: Some(103),
             ..Faults::default()
         };
-        let (sent, s, samples) = stream_with(format, 3001, faults, true);
-        let ctx = format!("{format} with GRO: {s}\n{sent:?}");
+        let (sent, s, samples) = stream_with(format, 3001, faults, true, inline);
+        let ctx = format!("{format} with GRO, inline {inline}: {s}\n{sent:?}");
         assert!(
             s.gro_datagrams > sent.packets_sent / 2,
             "receives were coalesced: {ctx}"
@@ -182,8 +207,8 @@ fn coalesced_gro_receives_count_every_fault_exactly_in_every_format() {
             restart_after: Some(157),
             ..Faults::default()
         };
-        let (sent, s, samples) = stream_with(format, 300, restart, true);
-        let ctx = format!("{format} with GRO, restart: {s}\n{sent:?}");
+        let (sent, s, samples) = stream_with(format, 300, restart, true, inline);
+        let ctx = format!("{format} with GRO, inline {inline}, restart: {s}\n{sent:?}");
         assert_eq!(s.resyncs, 1, "{ctx}");
         assert_eq!((s.missed, s.duplicates, s.late), (0, 0, 0), "{ctx}");
         assert_eq!(samples, sent.samples_sent, "{ctx}");

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use fsdr_net_io::{Backend, Format};
+use fsdr_net_io::{Backend, Engine, EngineConfig, Format};
 
 fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
@@ -33,4 +33,17 @@ fn start_stop_200_times_leaves_nothing_behind() {
     }
     assert_eq!(thread_count(), threads, "threads left behind");
     assert_eq!(fd_count(), fds, "file descriptors left behind");
+    // Inline engines start no thread and leave no descriptor behind either.
+    for i in 0..100 {
+        let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.format = Format::Seq64;
+        let e = Engine::start_inline(cfg).unwrap();
+        assert_eq!(thread_count(), threads, "an inline engine starts no thread");
+        if i % 3 == 0 {
+            e.shutdown();
+        } else {
+            drop(e);
+        }
+    }
+    assert_eq!(fd_count(), fds, "file descriptors left behind by inline engines");
 }

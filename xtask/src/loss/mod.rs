@@ -20,8 +20,8 @@ use report::{plot, table, write_csv};
 
 /// The receivers of the default matrix, in table order: fsdr-net's flowgraph for every
 /// backend of `Backend::ALL` and with the zero-copy in-place source, the engine for every
-/// backend, the in-place receiver alone (on its own thread, and inline on the consumer's),
-/// FutureSDR's own source, and the recvmmsg reference.
+/// backend and inline (received on the consumer's thread), the in-place receiver alone (on
+/// its own thread, and inline), FutureSDR's own source, and the recvmmsg reference.
 pub fn receivers() -> Vec<String> {
     let backends = fsdr_net_io::Backend::ALL;
     backends
@@ -29,6 +29,7 @@ pub fn receivers() -> Vec<String> {
         .map(|b| format!("flowgraph-{b}"))
         .chain(["flowgraph-inplace".to_string()])
         .chain(backends.iter().map(|b| format!("engine-{b}")))
+        .chain(["engine-inline".to_string()])
         .chain(["inplace", "inplace-inline", "futuresdr", "recvmmsg"].map(String::from))
         .collect()
 }

@@ -37,6 +37,7 @@ mod backend;
 mod config;
 mod consumer;
 mod datagram;
+mod inline;
 mod slots;
 mod worker;
 
@@ -60,6 +61,7 @@ pub(crate) use worker::{setup_thread, spawn_receive_thread};
 
 use backend::Stopper;
 use consumer::Consumer;
+use inline::Inline;
 use slots::SlotPool;
 
 use crate::Error;
@@ -120,6 +122,8 @@ pub struct Engine {
     buffer: BufferReport,
     backend: Backend,
     consumer: Consumer,
+    /// The receive side when the consumer's thread receives ([`Engine::start_inline`]).
+    inline: Option<Inline>,
 }
 
 impl fmt::Debug for Engine {
@@ -128,6 +132,7 @@ impl fmt::Debug for Engine {
             .field("backend", &self.backend)
             .field("local_addr", &self.local_addr)
             .field("threads", &self.threads.len())
+            .field("inline", &self.inline.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -135,7 +140,47 @@ impl fmt::Debug for Engine {
 impl Engine {
     /// Opens the socket(s) and starts the receive threads.
     pub fn start(cfg: EngineConfig) -> Result<Engine, Error> {
+        Self::launch(cfg, false)
+    }
+
+    /// Opens the socket without a receive thread: [`Engine::recv_timeout`] and
+    /// [`Engine::try_recv`] receive on the calling thread whenever nothing is ready.
+    ///
+    /// This is the bare `recvmmsg` loop's structure (one thread that sleeps in the kernel
+    /// until data comes, then takes a batch) with everything the engine does to each
+    /// datagram; it saves the hand-over between threads and its wake-ups. For a consumer
+    /// with a thread of its own that does little besides taking datagrams. Nothing reads the
+    /// socket between calls: the kernel's receive buffer holds the stream meanwhile (and
+    /// drops what does not fit, counted as `kernel_drops`). Backends `mio` (with or without
+    /// UDP GRO), `recvmmsg` and `blocking`; [`ThreadOptions`] do not apply (pin the calling
+    /// thread instead). [`Engine::notifier`] is never signalled.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fsdr_net_io::{Engine, EngineConfig, Format};
+    ///
+    /// let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    /// cfg.format = Format::Seq64;
+    /// let mut engine = Engine::start_inline(cfg).unwrap();
+    ///
+    /// let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    /// tx.send_to(&7u64.to_le_bytes(), engine.local_addr()).unwrap();
+    ///
+    /// // This call waits for the socket and receives on this thread.
+    /// let d = engine.recv_timeout(Duration::from_secs(5)).expect("a datagram");
+    /// assert_eq!(d.info().seq, Some(7));
+    /// drop(d);
+    /// assert_eq!(engine.shutdown().delivered, 1);
+    /// ```
+    pub fn start_inline(cfg: EngineConfig) -> Result<Engine, Error> {
+        Self::launch(cfg, true)
+    }
+
+    fn launch(cfg: EngineConfig, inline: bool) -> Result<Engine, Error> {
         cfg.validate()?;
+        if inline {
+            Inline::validate(&cfg)?;
+        }
         let imp = cfg.backend.imp();
         let opened = imp.open(&cfg)?;
         let local_addr = opened[0].local_addr;
@@ -168,15 +213,22 @@ impl Engine {
                 .collect(),
             probes,
         });
-        let started = match imp.start(&cfg, shared.clone(), sockets, receiver_ends) {
-            Ok(s) => s,
+        let launched = if inline {
+            Inline::new(&cfg, shared.clone(), sockets, receiver_ends)
+                .map(|i| (backend::Started::new(), Some(i)))
+        } else {
+            imp.start(&cfg, shared.clone(), sockets, receiver_ends)
+                .map(|s| (s, None))
+        };
+        let (started, inline) = match launched {
+            Ok(l) => l,
             Err(e) => {
                 shared.stop.store(true, Ordering::Release);
                 return Err(e);
             }
         };
         let tracking = cfg.tracking();
-        tracing::debug!(backend = %cfg.backend, %local_addr, "receive engine started");
+        tracing::debug!(backend = %cfg.backend, %local_addr, inline = inline.is_some(), "receive engine started");
         Ok(Engine {
             consumer: Consumer::new(
                 shared.clone(),
@@ -191,6 +243,7 @@ impl Engine {
             local_addr,
             buffer,
             backend: cfg.backend,
+            inline,
         })
     }
 
@@ -209,9 +262,15 @@ impl Engine {
         self.backend
     }
 
-    /// Number of receive threads.
+    /// Number of receive threads (or sockets: an inline engine has one, read by the
+    /// caller's thread).
     pub fn threads(&self) -> usize {
         self.shared.pools.len()
+    }
+
+    /// Whether the caller's thread receives ([`Engine::start_inline`]).
+    pub fn is_inline(&self) -> bool {
+        self.inline.is_some()
     }
 
     /// A snapshot of every counter, readable while reception goes on (the kernel's drop
@@ -237,12 +296,20 @@ impl Engine {
         self.consumer.next_deadline()
     }
 
-    /// The next datagram, if one is ready. Never blocks.
+    /// The next datagram, if one is ready. Never blocks (an inline engine makes one receive
+    /// call without waiting when nothing is ready).
     pub fn try_recv(&mut self) -> Option<Datagram<'_>> {
+        if !self.consumer.stopped
+            && !self.consumer.has_ready()
+            && let Some(inline) = self.inline.as_mut()
+        {
+            inline.step(None);
+        }
         self.consumer.try_recv()
     }
 
-    /// The next datagram, waiting up to `timeout` (without spinning).
+    /// The next datagram, waiting up to `timeout` (without spinning; an inline engine waits
+    /// for the socket and receives meanwhile).
     pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Datagram<'_>> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -259,9 +326,14 @@ impl Engine {
             if let Some(d) = self.consumer.next_deadline() {
                 wake = wake.min(d);
             }
-            self.shared
-                .notify
-                .wait_timeout(wake.saturating_duration_since(now));
+            match self.inline.as_mut() {
+                Some(inline) => inline.step(Some(wake)),
+                None => {
+                    self.shared
+                        .notify
+                        .wait_timeout(wake.saturating_duration_since(now));
+                }
+            }
         }
     }
 
@@ -272,6 +344,9 @@ impl Engine {
             return;
         }
         self.shared.stop.store(true, Ordering::Release);
+        if let Some(inline) = self.inline.as_mut() {
+            inline.finish();
+        }
         for s in &self.stoppers {
             s();
         }

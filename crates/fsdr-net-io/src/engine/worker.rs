@@ -119,6 +119,9 @@ pub(crate) struct Worker {
     budget: Budget,
     overload: Overload,
     batch: usize,
+    /// The consumer's own thread receives ([`Engine::start_inline`](super::Engine::start_inline)):
+    /// there is nobody to wake.
+    inline: bool,
 }
 
 impl Worker {
@@ -165,7 +168,15 @@ impl Worker {
             scratch: vec![0x5au8; batch.max(1) * slot_size].into_boxed_slice(),
             counts: LocalCounts::default(),
             shut_down: false,
+            inline: false,
         }
+    }
+
+    /// A worker driven by the consumer's thread: it hands datagrams over without waking
+    /// anyone (and counts no wake-ups).
+    pub(crate) fn for_inline(mut self) -> Self {
+        self.inline = true;
+        self
     }
 
     /// Whether `meta` is the wake-up of `shutdown(SHUT_RD)` rather than a datagram (a real
@@ -394,6 +405,11 @@ impl Worker {
     pub(crate) fn publish(&mut self, now: u64) -> Option<u64> {
         let new = std::mem::take(&mut self.new_items);
         self.budget.arrived(new, now);
+        if self.inline {
+            self.counts
+                .flush(&self.shared.counters.threads[self.index as usize]);
+            return None;
+        }
         if new > 0 {
             if self.moderation.pending == 0 {
                 self.moderation.first_ns = now;

@@ -82,12 +82,7 @@ fn spawn_mio_thread(
     let worker_cfg = cfg.clone();
     let handle = spawn_receive_thread(index, &cfg.threads, move || {
         let worker = Worker::new(index, shared, end, &worker_cfg, batch);
-        let reader = if worker_cfg.socket.gro {
-            Reader::Gro(GroReader::new(batch, worker_cfg.slot_size))
-        } else {
-            Reader::Plain(RecvBatch::new(batch), batch)
-        };
-        run(worker, socket, poll, reader)
+        run(worker, socket, poll, Reader::new(&worker_cfg, batch))
     })?;
     let stopper: Stopper = Box::new(move || {
         let _ = waker.wake();
@@ -95,13 +90,22 @@ fn spawn_mio_thread(
     Ok((handle, stopper))
 }
 
-/// How the thread reads: one datagram per entry, or coalesced (GRO) receives.
-enum Reader {
+/// How a receive loop reads: one datagram per entry, or coalesced (GRO) receives.
+pub(crate) enum Reader {
     Plain(RecvBatch, usize),
     Gro(GroReader),
 }
 
 impl Reader {
+    /// The reader `cfg` asks for, `batch` receives per call.
+    pub(crate) fn new(cfg: &EngineConfig, batch: usize) -> Self {
+        if cfg.socket.gro {
+            Reader::Gro(GroReader::new(batch, cfg.slot_size))
+        } else {
+            Reader::Plain(RecvBatch::new(batch), batch)
+        }
+    }
+
     /// Free slots a receive call needs.
     fn min_free(&self) -> usize {
         match self {
@@ -112,7 +116,11 @@ impl Reader {
 
     /// One receive call: `Some(true)` when the socket may hold more, `Some(false)` when it
     /// is drained, `None` when the consumer has no room and the policy is to pause.
-    fn read(&mut self, worker: &mut Worker, socket: &Socket) -> std::io::Result<Option<bool>> {
+    pub(crate) fn read(
+        &mut self,
+        worker: &mut Worker,
+        socket: &Socket,
+    ) -> std::io::Result<Option<bool>> {
         match self {
             Reader::Plain(msgs, batch) => {
                 Ok(recv_batch(worker, msgs, socket, *batch, Wait::No)?.map(|n| n == *batch))

@@ -26,6 +26,7 @@ use crate::Error;
 use crate::socket::{OpenedSocket, open_socket};
 
 pub(crate) use gro::MAX_SEGMENTS as GRO_MAX_SEGMENTS;
+pub(crate) use mio::Reader;
 
 /// What a backend can deliver besides the datagrams themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,144 @@
+//! Inline reception ([`Engine::start_inline`](super::Engine::start_inline)): no receive
+//! thread; the consumer's own `recv_timeout`/`try_recv` run the receive loop on its thread
+//! when nothing is ready.
+//!
+//! That is the bare loop's structure — one thread, which sleeps in the kernel until the
+//! socket has data and then takes a whole batch with one `recvmmsg` — with everything the
+//! threaded engine does to each datagram: classification, source filtering, sequence
+//! tracking, reordering, the latency budget and every counter. There is no hand-over between
+//! threads, so no wake-up and no second thread's share of the cache. The price: the
+//! consumer must keep calling, since nothing reads the socket while it does other work (the
+//! kernel's receive buffer holds the stream meanwhile, and drops what does not fit,
+//! counted).
+
+use std::time::{Duration, Instant};
+
+use socket2::Socket;
+
+use super::backend::{Backend, Reader};
+use super::config::{EngineConfig, ThreadOptions};
+use super::slots::ReceiverEnd;
+use super::worker::Worker;
+use super::{Shared, backend};
+use crate::Error;
+use crate::sys;
+
+/// How long an inline receive waits when the consumer holds every slot it may (only expired
+/// reorder holds can free one then).
+const NO_ROOM_WAIT: Duration = Duration::from_micros(250);
+/// How long a receive error keeps the loop from trying again (as the receive threads do).
+const ERROR_WAIT: Duration = Duration::from_millis(10);
+
+/// The receive side of an inline engine: its one socket, the per-datagram work and the
+/// batch headers.
+pub(crate) struct Inline {
+    worker: Worker,
+    socket: Socket,
+    reader: Reader,
+    /// The last receive filled its batch: more may be queued, so the next one reads at once
+    /// instead of waiting for the socket first. After a short batch the socket is drained,
+    /// and the next receive waits (no call that would only return `EAGAIN`).
+    more: bool,
+}
+
+impl Inline {
+    /// Checks that `cfg` can be received inline: one plain socket, no receive thread
+    /// options.
+    pub(crate) fn validate(cfg: &EngineConfig) -> Result<(), Error> {
+        if !matches!(
+            cfg.backend,
+            Backend::Mio | Backend::Recvmmsg | Backend::Blocking
+        ) {
+            return Err(Error::Unsupported {
+                backend: cfg.backend,
+                reason: "inline reception reads one plain socket on the caller's thread: \
+                         backends mio, recvmmsg and blocking"
+                    .into(),
+            });
+        }
+        if cfg.threads != ThreadOptions::default() {
+            return Err(Error::config(
+                "thread pinning and priority apply to receive threads; an inline engine \
+                 receives on the caller's thread (pin that one)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The receive side on the engine's one socket and ring end.
+    pub(crate) fn new(
+        cfg: &EngineConfig,
+        shared: std::sync::Arc<Shared>,
+        sockets: Vec<Socket>,
+        ends: Vec<ReceiverEnd>,
+    ) -> Result<Self, Error> {
+        let (socket, end) = backend::single(sockets, ends);
+        // Every wait is a `ppoll` with the caller's deadline; the receive itself never blocks.
+        socket
+            .set_nonblocking(true)
+            .map_err(|source| Error::Socket {
+                addr: cfg.socket.bind,
+                source,
+            })?;
+        let batch = if cfg.backend == Backend::Blocking {
+            1
+        } else {
+            cfg.batch
+        };
+        Ok(Inline {
+            worker: Worker::new(0, shared, end, cfg, batch).for_inline(),
+            socket,
+            reader: Reader::new(cfg, batch),
+            // Datagrams may be queued before the first call.
+            more: true,
+        })
+    }
+
+    /// One receive: waits for the socket until `until` (not at all with `None`) unless more
+    /// is known to be queued, then makes one receive call and hands what it brought to the
+    /// consumer side.
+    pub(crate) fn step(&mut self, until: Option<Instant>) {
+        if !self.more
+            && let Some(until) = until
+        {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || !sys::readable_within(&self.socket, left.as_nanos() as u64) {
+                return;
+            }
+        }
+        match self.reader.read(&mut self.worker, &self.socket) {
+            Ok(Some(more)) => self.more = more,
+            Ok(None) => {
+                // The consumer holds every slot it may: only expiring reorder holds free
+                // one, so wait a little rather than spin.
+                if let Some(until) = until {
+                    let left = until.saturating_duration_since(Instant::now());
+                    std::thread::sleep(left.min(NO_ROOM_WAIT));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.more = false,
+            Err(e) => {
+                tracing::warn!(error = %e, "recvmmsg failed");
+                self.more = false;
+                if let Some(until) = until {
+                    let left = until.saturating_duration_since(Instant::now());
+                    std::thread::sleep(left.min(ERROR_WAIT));
+                }
+            }
+        }
+        self.worker.publish(sys::monotonic_ns());
+    }
+
+    /// At stop: takes what is queued without waiting (a sender that never pauses cannot keep
+    /// it going for ever), then reads the final drop count.
+    pub(crate) fn finish(&mut self) {
+        for _ in 0..4096 {
+            match self.reader.read(&mut self.worker, &self.socket) {
+                Ok(Some(true)) => {}
+                _ => break,
+            }
+        }
+        self.worker.publish(sys::monotonic_ns());
+        self.worker.refresh_kernel_drops(&self.socket);
+    }
+}
