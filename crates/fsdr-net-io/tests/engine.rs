@@ -141,6 +141,13 @@ fn inline_reception_releases_held_datagrams_at_the_reorder_timeout() {
     }
     assert_eq!(seqs, [1, 2, 4, 5]);
     assert!(start.elapsed() >= Duration::from_millis(20));
+    // With nothing to come, a long wait (in the receive itself) and a short one (in ppoll)
+    // both end empty-handed after their timeout.
+    for wait in [Duration::from_millis(60), Duration::from_millis(5)] {
+        let t = std::time::Instant::now();
+        assert!(engine.recv_timeout(wait).is_none());
+        assert!(t.elapsed() >= wait && t.elapsed() < Duration::from_secs(5));
+    }
     let s = engine.shutdown();
     assert_eq!((s.missed, s.delivered, s.wakeups), (1, 4, 0), "{s}");
 }

@@ -45,5 +45,9 @@ fn start_stop_200_times_leaves_nothing_behind() {
             drop(e);
         }
     }
-    assert_eq!(fd_count(), fds, "file descriptors left behind by inline engines");
+    assert_eq!(
+        fd_count(),
+        fds,
+        "file descriptors left behind by inline engines"
+    );
 }

@@ -234,12 +234,14 @@ impl Consumer {
 
     /// Gives up on held datagrams whose wait has expired (or all of them once stopped).
     fn expire_held(&mut self) -> bool {
-        let now = Instant::now();
+        // The clock is read only when something is held (it is asked after every batch).
+        let mut now = None;
         let mut any = false;
         for s in &mut self.streams {
             let Some(since) = s.order.held_since() else {
                 continue;
             };
+            let now = *now.get_or_insert_with(Instant::now);
             if self.stopped || now.duration_since(since) >= self.timeout {
                 s.order.flush_oldest(&mut self.scratch);
                 any = true;

@@ -3,7 +3,8 @@
 //! when nothing is ready.
 //!
 //! That is the bare loop's structure — one thread, which sleeps in the kernel until the
-//! socket has data and then takes a whole batch with one `recvmmsg` — with everything the
+//! socket has data and then takes a whole batch with one `recvmmsg(MSG_WAITFORONE)` — with
+//! everything the
 //! threaded engine does to each datagram: classification, source filtering, sequence
 //! tracking, reordering, the latency budget and every counter. There is no hand-over between
 //! threads, so no wake-up and no second thread's share of the cache. The price: the
@@ -21,13 +22,18 @@ use super::slots::ReceiverEnd;
 use super::worker::Worker;
 use super::{Shared, backend};
 use crate::Error;
-use crate::sys;
+use crate::sys::{self, Wait};
 
 /// How long an inline receive waits when the consumer holds every slot it may (only expired
 /// reorder holds can free one then).
 const NO_ROOM_WAIT: Duration = Duration::from_micros(250);
 /// How long a receive error keeps the loop from trying again (as the receive threads do).
 const ERROR_WAIT: Duration = Duration::from_millis(10);
+/// Waits at least this long block in `recvmmsg` itself (its timeout, `SO_RCVTIMEO`, counts in
+/// the kernel's ticks); shorter ones wait in `ppoll`, which keeps to the nanosecond.
+const MIN_BLOCKING_WAIT: Duration = Duration::from_millis(20);
+/// How far `SO_RCVTIMEO` may overshoot: the kernel rounds it up to a tick (4 ms at 250 Hz).
+const TICK_SLACK: Duration = Duration::from_millis(5);
 
 /// The receive side of an inline engine: its one socket, the per-datagram work and the
 /// batch headers.
@@ -39,6 +45,9 @@ pub(crate) struct Inline {
     /// instead of waiting for the socket first. After a short batch the socket is drained,
     /// and the next receive waits (no call that would only return `EAGAIN`).
     more: bool,
+    /// The socket's receive timeout as last set (`SO_RCVTIMEO`): a blocking receive waits
+    /// that long at most.
+    timeout: Option<Duration>,
 }
 
 impl Inline {
@@ -73,9 +82,10 @@ impl Inline {
         ends: Vec<ReceiverEnd>,
     ) -> Result<Self, Error> {
         let (socket, end) = backend::single(sockets, ends);
-        // Every wait is a `ppoll` with the caller's deadline; the receive itself never blocks.
+        // A long wait blocks in the receive itself (one system call, as in the bare loop); a
+        // receive that must not wait says so per call (`MSG_DONTWAIT`).
         socket
-            .set_nonblocking(true)
+            .set_nonblocking(false)
             .map_err(|source| Error::Socket {
                 addr: cfg.socket.bind,
                 source,
@@ -91,22 +101,53 @@ impl Inline {
             reader: Reader::new(cfg, batch),
             // Datagrams may be queued before the first call.
             more: true,
+            timeout: None,
         })
+    }
+
+    /// How to wait `left` for data: in the receive itself when the socket's timeout can be
+    /// kept within it (set anew only when it no longer fits: a consumer that calls with the
+    /// same timeout sets it once), else `None`.
+    fn blocking_wait(&mut self, left: Duration) -> Option<Wait> {
+        if left < MIN_BLOCKING_WAIT {
+            return None;
+        }
+        let fits = |t: Duration| t + TICK_SLACK <= left && t >= left / 2;
+        if self.timeout.is_some_and(fits) {
+            return Some(Wait::ForOne);
+        }
+        let t = left - TICK_SLACK;
+        match self.socket.set_read_timeout(Some(t)) {
+            Ok(()) => {
+                self.timeout = Some(t);
+                Some(Wait::ForOne)
+            }
+            Err(_) => None,
+        }
     }
 
     /// One receive: waits for the socket until `until` (not at all with `None`) unless more
     /// is known to be queued, then makes one receive call and hands what it brought to the
     /// consumer side.
     pub(crate) fn step(&mut self, until: Option<Instant>) {
+        let mut wait = Wait::No;
         if !self.more
             && let Some(until) = until
         {
             let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() || !sys::readable_within(&self.socket, left.as_nanos() as u64) {
+            if left.is_zero() {
                 return;
             }
+            match self.blocking_wait(left) {
+                Some(w) => wait = w,
+                None => {
+                    if !sys::readable_within(&self.socket, left.as_nanos() as u64) {
+                        return;
+                    }
+                }
+            }
         }
-        match self.reader.read(&mut self.worker, &self.socket) {
+        match self.reader.read(&mut self.worker, &self.socket, wait) {
             Ok(Some(more)) => self.more = more,
             Ok(None) => {
                 // The consumer holds every slot it may: only expiring reorder holds free
@@ -116,7 +157,15 @@ impl Inline {
                     std::thread::sleep(left.min(NO_ROOM_WAIT));
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.more = false,
+            // Nothing came within the wait (or a signal ended it).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                self.more = false
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "recvmmsg failed");
                 self.more = false;
@@ -133,7 +182,7 @@ impl Inline {
     /// it going for ever), then reads the final drop count.
     pub(crate) fn finish(&mut self) {
         for _ in 0..4096 {
-            match self.reader.read(&mut self.worker, &self.socket) {
+            match self.reader.read(&mut self.worker, &self.socket, Wait::No) {
                 Ok(Some(true)) => {}
                 _ => break,
             }

@@ -113,8 +113,14 @@ impl GroReader {
         }
     }
 
-    /// One `recvmmsg` call without waiting, each entry scattered over `K` free slots.
-    pub(crate) fn recv(&mut self, worker: &mut Worker, socket: &Socket) -> io::Result<Outcome> {
+    /// One `recvmmsg` call (waiting as `wait` says), each entry scattered over `K` free
+    /// slots.
+    pub(crate) fn recv(
+        &mut self,
+        worker: &mut Worker,
+        socket: &Socket,
+        wait: Wait,
+    ) -> io::Result<Outcome> {
         let k = slots_per_entry(self.segment);
         let entries_max = (SLOTS_PER_CALL / k).clamp(1, self.batch);
         let usable = worker.fill_stash(entries_max * k);
@@ -147,7 +153,7 @@ impl GroReader {
             unsafe { self.msgs.set_iovecs(e, parts) };
         }
         worker.counts.recv_calls += 1;
-        let n = self.msgs.recv(socket, entries, Wait::No)?;
+        let n = self.msgs.recv(socket, entries, wait)?;
         let at = Clocks::now();
         self.consumed.clear();
         self.consumed.resize(entries * k, false);

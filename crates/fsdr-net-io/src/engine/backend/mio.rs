@@ -114,18 +114,20 @@ impl Reader {
         }
     }
 
-    /// One receive call: `Some(true)` when the socket may hold more, `Some(false)` when it
-    /// is drained, `None` when the consumer has no room and the policy is to pause.
+    /// One receive call (waiting as `wait` says): `Some(true)` when the socket may hold
+    /// more, `Some(false)` when it is drained, `None` when the consumer has no room and the
+    /// policy is to pause.
     pub(crate) fn read(
         &mut self,
         worker: &mut Worker,
         socket: &Socket,
+        wait: Wait,
     ) -> std::io::Result<Option<bool>> {
         match self {
             Reader::Plain(msgs, batch) => {
-                Ok(recv_batch(worker, msgs, socket, *batch, Wait::No)?.map(|n| n == *batch))
+                Ok(recv_batch(worker, msgs, socket, *batch, wait)?.map(|n| n == *batch))
             }
-            Reader::Gro(gro) => Ok(match gro.recv(worker, socket)? {
+            Reader::Gro(gro) => Ok(match gro.recv(worker, socket, wait)? {
                 Outcome::Received { more } => Some(more),
                 Outcome::NoRoom => None,
             }),
@@ -175,7 +177,7 @@ fn run(mut worker: Worker, socket: Socket, mut poll: Poll, mut msgs: Reader) {
 /// consumer must be woken at the latest.
 fn drain(worker: &mut Worker, msgs: &mut Reader, socket: &Socket) -> Option<u64> {
     loop {
-        match msgs.read(worker, socket) {
+        match msgs.read(worker, socket, Wait::No) {
             Ok(Some(true)) => continue,
             Ok(Some(false)) => break,
             Ok(None) => {
