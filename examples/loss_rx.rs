@@ -296,13 +296,22 @@ fn engine(args: &Args, backend: Backend, inline: bool) -> Result<Outcome> {
     announce(engine.local_addr());
     let mut out = Outcome::default();
     let mut end = StreamEnd::new(args);
+    // The end clock is read when a wait comes back empty, not per datagram (as the reference
+    // reads it per batch): a clock read per datagram was 1.6% of the engine's profile at
+    // 1472 B.
+    let mut fresh = false;
     loop {
         if let Some(d) = engine.recv_timeout(Duration::from_millis(50)) {
-            end.data();
+            fresh = true;
             out.delivered += 1;
             out.bytes += d.payload().len() as u64;
-        } else if end.reached() {
-            break;
+        } else {
+            if std::mem::take(&mut fresh) {
+                end.data();
+            }
+            if end.reached() {
+                break;
+            }
         }
     }
     let s = engine.shutdown();
