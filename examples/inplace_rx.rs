@@ -66,6 +66,7 @@ fn main() -> Result<()> {
         .stats_interval(None)
         .finish_after_idle(Duration::from_secs(1))
         .first_datagram_within(Duration::from_secs_f64(args.duration + 30.0))
+        .batch_workers(!args.tuning.normal_workers)
         .configure(|c| args.tuning.apply(c))
         .build_in_place()
         .context("building the in-place source")?;

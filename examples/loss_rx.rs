@@ -173,6 +173,7 @@ fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
         .stats_interval(None)
         .finish_after_idle(Duration::from_secs_f64(args.idle))
         .first_datagram_within(Duration::from_secs_f64(args.timeout))
+        .batch_workers(!args.tuning.normal_workers)
         .configure(|c| args.tuning.apply(c))
 }
 

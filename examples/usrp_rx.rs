@@ -132,6 +132,7 @@ fn build<T: RampSample>(
         })
         .sample_rate(args.rate)
         .stats_interval(None)
+        .batch_workers(!args.tuning.normal_workers)
         .configure(|c| args.tuning.apply(c));
     // A USRP's (and the emulator's) samples: sc16, big-endian in VRT, little-endian
     // otherwise (also in raw_payload mode, which has no header to say so).

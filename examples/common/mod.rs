@@ -177,6 +177,10 @@ pub struct TuningArgs {
     /// UDP GRO on receive: coalesced receives split in place (mio and reuseport backends).
     #[arg(long)]
     pub gro: bool,
+    /// Leave the FutureSDR workers that run fsdr-net's blocks at the default scheduling
+    /// policy (otherwise the blocks move them to SCHED_BATCH: `batch_workers`).
+    #[arg(long)]
+    pub normal_workers: bool,
 }
 
 impl TuningArgs {
