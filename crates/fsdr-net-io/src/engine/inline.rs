@@ -116,7 +116,9 @@ impl Inline {
         if self.timeout.is_some_and(fits) {
             return Some(Wait::ForOne);
         }
-        let t = left - TICK_SLACK;
+        // A tick of slack more than needed, so that the next call with the same timeout,
+        // a few microseconds later, still fits.
+        let t = left - 2 * TICK_SLACK;
         match self.socket.set_read_timeout(Some(t)) {
             Ok(()) => {
                 self.timeout = Some(t);
