@@ -4,13 +4,12 @@
 //!
 //! That is the bare loop's structure — one thread, which sleeps in the kernel until the
 //! socket has data and then takes a whole batch with one `recvmmsg(MSG_WAITFORONE)` — with
-//! everything the
-//! threaded engine does to each datagram: classification, source filtering, sequence
-//! tracking, reordering, the latency budget and every counter. There is no hand-over between
-//! threads, so no wake-up and no second thread's share of the cache. The price: the
-//! consumer must keep calling, since nothing reads the socket while it does other work (the
-//! kernel's receive buffer holds the stream meanwhile, and drops what does not fit,
-//! counted).
+//! everything the threaded engine does to each datagram: classification, source filtering,
+//! sequence tracking, reordering, the latency budget and every counter. There is no
+//! hand-over between threads, so no wake-up and no second thread's share of the cache. The
+//! price: the consumer must keep calling, since nothing reads the socket while it does other
+//! work (the kernel's receive buffer holds the stream meanwhile, and drops what does not
+//! fit, counted).
 
 use std::time::{Duration, Instant};
 
