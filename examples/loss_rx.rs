@@ -61,6 +61,10 @@ struct Args {
     /// End after this many seconds in any case.
     #[arg(long, default_value_t = 120.0)]
     timeout: f64,
+    /// Run the fsdr-net flowgraphs on FutureSDR's flow scheduler with every block pinned to
+    /// its first worker (instead of the default runtime): a hand-over then wakes one worker.
+    #[arg(long)]
+    flow_pinned: bool,
 }
 
 /// What one receiver run reports.
@@ -177,9 +181,28 @@ fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
         .configure(|c| args.tuning.apply(c))
 }
 
-/// Runs a flowgraph until it ends (or the timeout stops it), after announcing its address.
-fn run_flowgraph(args: &Args, fg: Flowgraph, local: SocketAddr) -> Result<Flowgraph> {
-    let running = args.tuning.runtime().start(fg)?;
+/// Runs a flowgraph of `blocks` until it ends (or the timeout stops it), after announcing
+/// its address.
+fn run_flowgraph(
+    args: &Args,
+    fg: Flowgraph,
+    local: SocketAddr,
+    blocks: Vec<futuresdr::runtime::BlockId>,
+) -> Result<Flowgraph> {
+    if args.flow_pinned {
+        use futuresdr::runtime::Runtime;
+        use futuresdr::runtime::scheduler::FlowScheduler;
+        let rt = Runtime::with_scheduler(FlowScheduler::with_pinned_blocks(vec![blocks]));
+        return run_on(args, rt.start(fg)?, local);
+    }
+    run_on(args, args.tuning.runtime().start(fg)?, local)
+}
+
+fn run_on(
+    args: &Args,
+    running: futuresdr::runtime::RunningFlowgraph,
+    local: SocketAddr,
+) -> Result<Flowgraph> {
     announce(local);
     let handle = running.handle();
     let timeout = Duration::from_secs_f64(args.timeout);
@@ -212,7 +235,8 @@ fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
     let sink = NullSink::<u8>::new();
     let mut fg = Flowgraph::new();
     connect!(fg, src > sink);
-    let fg = run_flowgraph(args, fg, local)?;
+    let blocks = vec![src.id(), sink.id()];
+    let fg = run_flowgraph(args, fg, local, blocks)?;
     let bytes = fg.block(&sink)?.n_received() as u64;
     Ok(flowgraph_outcome(args, bytes, fg.block(&src)?.stats()))
 }
@@ -224,7 +248,8 @@ fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
     let sink = NullSink::<u8, circuit::Reader<u8>>::new();
     let mut fg = Flowgraph::new();
     connect!(fg, src > sink; src < sink);
-    let fg = run_flowgraph(args, fg, local)?;
+    let blocks = vec![src.id(), sink.id()];
+    let fg = run_flowgraph(args, fg, local, blocks)?;
     let bytes = fg.block(&sink)?.n_received() as u64;
     Ok(flowgraph_outcome(args, bytes, fg.block(&src)?.stats()))
 }
