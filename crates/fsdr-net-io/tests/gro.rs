@@ -229,6 +229,56 @@ fn a_stalled_consumer_pauses_and_the_sequence_numbers_count_every_datagram_lost(
     }
 }
 
+/// A coalesced receive needs a whole entry of free slots (8 for 9216-byte slots). When the
+/// consumer's reorder window holds all but a few slots, the receive side pauses instead of
+/// reading — on its thread and inline alike — and once the reorder timeout releases the hold,
+/// nothing is lost beyond the one datagram never sent.
+#[test]
+fn reorder_holds_that_leave_less_than_an_entry_pause_the_receive_side() {
+    for inline in [false, true] {
+        let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.format = Format::Seq64;
+        cfg.socket.gro = true;
+        cfg.slots = 256;
+        cfg.batch = 8;
+        cfg.reorder_window = 250;
+        cfg.reorder_timeout = Duration::from_millis(100);
+        // Only the slots bound the queue here.
+        cfg.latency_budget = None;
+        let engine = if inline {
+            Engine::start_inline(cfg).unwrap()
+        } else {
+            Engine::start(cfg).unwrap()
+        };
+        let to = engine.local_addr();
+        let sender = std::thread::spawn(move || {
+            let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let send = |i: u64| {
+                let mut d = vec![0u8; 64];
+                Seq64Packet::new_unchecked(&mut d[..]).set_seq(i);
+                tx.send_to(&d, to).unwrap();
+            };
+            // Seq 2 never comes: 249 datagrams wait behind it, 7 slots stay free.
+            send(1);
+            for i in 3..=251 {
+                send(i);
+            }
+            // One more while the hold lasts: the receive side has too few slots for it.
+            std::thread::sleep(Duration::from_millis(30));
+            send(252);
+        });
+        let r = consume_until_accounted(engine, 251, Duration::from_secs(10));
+        sender.join().unwrap();
+        let s = &r.stats;
+        let ctx = format!("inline {inline}: {s}");
+        assert!(s.paused >= 1, "{ctx}");
+        assert_eq!((s.delivered, s.missed), (251, 1), "{ctx}");
+        assert_eq!((s.kernel_drops, s.overflow), (0, 0), "{ctx}");
+        let expected: Vec<u64> = [1].into_iter().chain(3..=252).collect();
+        assert_eq!(r.seqs, expected, "{ctx}");
+    }
+}
+
 #[test]
 fn gro_is_refused_where_it_would_not_be_split() {
     for &backend in Backend::ALL {

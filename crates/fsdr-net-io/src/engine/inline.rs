@@ -151,12 +151,11 @@ impl Inline {
         match self.reader.read(&mut self.worker, &self.socket, wait) {
             Ok(Some(more)) => self.more = more,
             Ok(None) => {
-                // The consumer holds every slot it may: only expiring reorder holds free
-                // one, so wait a little rather than spin.
-                if let Some(until) = until {
-                    let left = until.saturating_duration_since(Instant::now());
-                    std::thread::sleep(left.min(NO_ROOM_WAIT));
-                }
+                // The consumer holds every slot it may (its reorder windows hold them; with
+                // GRO a receive needs a whole entry): counted as a pause. Only expiring
+                // holds free slots, so wait a little rather than spin.
+                self.worker.counts.paused += 1;
+                nap(until, NO_ROOM_WAIT);
             }
             // Nothing came within the wait (or a signal ended it).
             Err(e)
@@ -170,10 +169,7 @@ impl Inline {
             Err(e) => {
                 tracing::warn!(error = %e, "recvmmsg failed");
                 self.more = false;
-                if let Some(until) = until {
-                    let left = until.saturating_duration_since(Instant::now());
-                    std::thread::sleep(left.min(ERROR_WAIT));
-                }
+                nap(until, ERROR_WAIT);
             }
         }
         self.worker.publish(sys::monotonic_ns());
@@ -190,5 +186,13 @@ impl Inline {
         }
         self.worker.publish(sys::monotonic_ns());
         self.worker.refresh_kernel_drops(&self.socket);
+    }
+}
+
+/// Sleeps `most` at most, and not past `until` (not at all without one: `try_recv` never
+/// waits).
+fn nap(until: Option<Instant>, most: Duration) {
+    if let Some(until) = until {
+        std::thread::sleep(until.saturating_duration_since(Instant::now()).min(most));
     }
 }
