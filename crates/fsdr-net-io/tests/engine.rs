@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use fsdr_net_io::engine::Overload;
 use fsdr_net_io::socket::{Multicast, MulticastInterface, SourceFilter};
-use fsdr_net_io::{Backend, DataHeader, Engine, EngineConfig, Error, Format, SeqEvent};
+use fsdr_net_io::{Backend, DataHeader, Engine, EngineConfig, Error, Format, SeqEvent, Stats};
 
 const N: u64 = 100_000;
 
@@ -76,38 +76,15 @@ fn inline_reception_accounts_for_every_datagram() {
 /// fit, counted, and the sequence numbers show those with a successor).
 #[test]
 fn inline_reception_reads_only_when_the_consumer_calls() {
-    for recv_buffer in [25_000_000usize, 64 * 1024] {
-        let mut engine = inline(Backend::Mio, |c| {
-            c.slots = 64;
-            c.batch = 8;
-            c.reorder_window = 0;
-            c.socket.recv_buffer = recv_buffer;
-            c.socket.force_recv_buffer = recv_buffer > 1 << 20;
-        });
-        let n = 2_000;
-        send(&engine, Format::Seq64, n, 200, Some(20e6))
-            .join()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        let stalled = engine.stats();
-        let ctx = format!("buffer {recv_buffer}: {stalled}");
-        assert_eq!((stalled.received, stalled.recv_calls), (0, 0), "{ctx}");
-        assert_eq!(stalled.wakeups, 0, "{ctx}");
-        let mut seqs = Vec::new();
-        while let Some(d) = engine.recv_timeout(Duration::from_millis(300)) {
-            seqs.push(d.info().seq.unwrap());
-        }
-        let s = engine.shutdown();
+    let stalled = |s: &Stats, ctx: &str| {
+        assert_eq!((s.received, s.recv_calls), (0, 0), "{ctx}");
+        assert_eq!(s.wakeups, 0, "{ctx}");
+    };
+    for (recv_buffer, s, seqs) in stall_then_drain(Engine::start_inline, stalled) {
         let ctx = format!("buffer {recv_buffer}: {s}");
-        assert_eq!(s.accounted(), n, "{ctx}");
-        assert_eq!(s.delivered, seqs.len() as u64, "{ctx}");
         assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{ctx}");
-        assert_eq!((s.overflow, s.paused, s.wakeups), (0, 0, 0), "{ctx}");
-        if recv_buffer > 1 << 20 {
-            assert_eq!((s.delivered, s.kernel_drops, s.missed), (n, 0, 0), "{ctx}");
-        } else {
-            assert!(s.kernel_drops > 0, "{ctx}");
-            assert_eq!(s.delivered + s.kernel_drops, n, "{ctx}");
+        assert_eq!((s.paused, s.wakeups), (0, 0), "{ctx}");
+        if recv_buffer <= 1 << 20 {
             let span = seqs.last().unwrap() - seqs.first().unwrap() + 1;
             assert_eq!(s.missed, span - s.delivered, "{ctx}");
         }
@@ -235,10 +212,20 @@ fn stalled_consumer_with_discard_overflows_are_counted_and_stream_resumes() {
     assert_eq!(gaps, 0);
 }
 
-/// The pause policy (the default): the receive thread stops reading while nobody consumes;
-/// the kernel's buffer holds the stream, and nothing is read only to be thrown away.
-#[test]
-fn stalled_consumer_with_pause_reads_nothing_it_cannot_hand_over() {
+/// Datagrams sent while the consumer stalls: 2,000 of 200 B (seq64) into 64 slots, batches
+/// of 8, no reordering, and no latency budget (only the slots bound what is read: with a
+/// budget, a sender slowed by a loaded host gives a low measured rate and a queue at the
+/// budget's floor of 2 batches), once with a receive buffer that holds the stream and once
+/// with one that does not. `stalled` checks the counters while the consumer stalls; then
+/// everything is consumed and what holds for every receiver is checked: every datagram
+/// accounted, none read only to be thrown away, and with the small buffer the kernel's drops
+/// make up the rest. Returns, per buffer size, the final counters and the sequence numbers
+/// delivered.
+fn stall_then_drain(
+    start: fn(EngineConfig) -> Result<Engine, Error>,
+    stalled: impl Fn(&Stats, &str),
+) -> Vec<(usize, Stats, Vec<u64>)> {
+    let mut out = Vec::new();
     for recv_buffer in [25_000_000usize, 64 * 1024] {
         let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
         cfg.format = Format::Seq64;
@@ -247,40 +234,51 @@ fn stalled_consumer_with_pause_reads_nothing_it_cannot_hand_over() {
         cfg.reorder_window = 0;
         cfg.socket.recv_buffer = recv_buffer;
         cfg.socket.force_recv_buffer = recv_buffer > 1 << 20;
-        // Only the slots bound what is read here: with a latency budget, a sender slowed by
-        // a loaded host (a parallel test run) gives a low measured rate and a queue at the
-        // budget's floor (2 batches) instead of all 64 slots.
         cfg.latency_budget = None;
-        let mut engine = Engine::start(cfg).unwrap();
+        let mut engine = start(cfg).unwrap();
         let n = 2_000;
         send(&engine, Format::Seq64, n, 200, Some(20e6))
             .join()
             .unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        let stalled = engine.stats();
-        let ctx = format!("buffer {recv_buffer}: {stalled}");
-        assert_eq!(stalled.received, 64, "only what the slots hold: {ctx}");
-        assert_eq!(stalled.overflow, 0, "{ctx}");
-        assert!(stalled.paused >= 1, "{ctx}");
-        let mut delivered = 0;
-        while engine.recv_timeout(Duration::from_millis(300)).is_some() {
-            delivered += 1;
+        let s = engine.stats();
+        stalled(&s, &format!("buffer {recv_buffer}: {s}"));
+        let mut seqs = Vec::new();
+        while let Some(d) = engine.recv_timeout(Duration::from_millis(300)) {
+            seqs.push(d.info().seq.unwrap());
         }
         let s = engine.shutdown();
         let ctx = format!("buffer {recv_buffer}: {s}");
         assert_eq!(s.accounted(), n, "{ctx}");
-        assert_eq!(s.delivered, delivered, "{ctx}");
+        assert_eq!(s.delivered, seqs.len() as u64, "{ctx}");
         assert_eq!(s.overflow, 0, "{ctx}");
         if recv_buffer > 1 << 20 {
             // The kernel held everything the slots could not.
             assert_eq!((s.delivered, s.kernel_drops, s.missed), (n, 0, 0), "{ctx}");
         } else {
-            // What the small buffer could not hold was dropped by the kernel; the sequence
-            // numbers show those that have a successor (with the whole stream sent while
-            // stalled, the dropped ones are its tail and have none).
             assert!(s.kernel_drops > 0, "{ctx}");
             assert_eq!(s.delivered + s.kernel_drops, n, "{ctx}");
-            assert!(s.missed <= s.kernel_drops, "{ctx}");
+        }
+        out.push((recv_buffer, s, seqs));
+    }
+    out
+}
+
+/// The pause policy (the default): the receive thread stops reading while nobody consumes;
+/// the kernel's buffer holds the stream, and nothing is read only to be thrown away.
+#[test]
+fn stalled_consumer_with_pause_reads_nothing_it_cannot_hand_over() {
+    let stalled = |s: &Stats, ctx: &str| {
+        assert_eq!(s.received, 64, "only what the slots hold: {ctx}");
+        assert_eq!(s.overflow, 0, "{ctx}");
+        assert!(s.paused >= 1, "{ctx}");
+    };
+    for (recv_buffer, s, _) in stall_then_drain(Engine::start, stalled) {
+        if recv_buffer <= 1 << 20 {
+            // The sequence numbers show the dropped datagrams that have a successor (with
+            // the whole stream sent while stalled, the dropped ones are its tail and have
+            // none).
+            assert!(s.missed <= s.kernel_drops, "buffer {recv_buffer}: {s}");
         }
     }
 }
