@@ -58,16 +58,17 @@ fn main() -> Result<()> {
         .listen
         .unwrap_or_else(|| "127.0.0.1:0".parse().unwrap());
     // sc16_chdr is the memory layout of Complex<i16> on this host: the fast path applies.
-    let src: InPlaceUdpSource<Complex<i16>> = UdpSource::<Complex<i16>>::builder(bind)
+    let b = UdpSource::<Complex<i16>>::builder(bind)
         .format(Format::Chdr)
         .tick_rate(args.tick_rate)
         .sample_rate(args.rate)
         .zero_fill_missed(true)
         .stats_interval(None)
         .finish_after_idle(Duration::from_secs(1))
-        .first_datagram_within(Duration::from_secs_f64(args.duration + 30.0))
-        .batch_workers(!args.tuning.normal_workers)
-        .configure(|c| args.tuning.apply(c))
+        .first_datagram_within(Duration::from_secs_f64(args.duration + 30.0));
+    let src: InPlaceUdpSource<Complex<i16>> = args
+        .tuning
+        .source(b)
         .build_in_place()
         .context("building the in-place source")?;
     let dest = src.local_addr();

@@ -170,15 +170,14 @@ fn header_len(args: &Args) -> usize {
 
 /// The builder both flowgraph receivers start from.
 fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
-    UdpSource::<u8>::builder(args.bind.to_string())
+    let b = UdpSource::<u8>::builder(args.bind.to_string())
         .format(args.format)
         .time_tags(false)
         .max_datagram(args.size.max(9000))
         .stats_interval(None)
         .finish_after_idle(Duration::from_secs_f64(args.idle))
-        .first_datagram_within(Duration::from_secs_f64(args.timeout))
-        .batch_workers(!args.tuning.normal_workers)
-        .configure(|c| args.tuning.apply(c))
+        .first_datagram_within(Duration::from_secs_f64(args.timeout));
+    args.tuning.source(b)
 }
 
 /// Runs a flowgraph of `blocks` until it ends (or the timeout stops it), after announcing

@@ -131,9 +131,8 @@ fn build<T: RampSample>(
             args.tick_rate
         })
         .sample_rate(args.rate)
-        .stats_interval(None)
-        .batch_workers(!args.tuning.normal_workers)
-        .configure(|c| args.tuning.apply(c));
+        .stats_interval(None);
+    b = args.tuning.source(b);
     // A USRP's (and the emulator's) samples: sc16, big-endian in VRT, little-endian
     // otherwise (also in raw_payload mode, which has no header to say so).
     b = b.wire_format(

@@ -184,6 +184,16 @@ pub struct TuningArgs {
 }
 
 impl TuningArgs {
+    /// Applies the settings given on the command line to a source: the engine's, and the
+    /// workers' scheduling policy.
+    pub fn source<T: fsdr_net::io::sample::Item>(
+        &self,
+        b: fsdr_net::UdpSourceBuilder<T>,
+    ) -> fsdr_net::UdpSourceBuilder<T> {
+        b.batch_workers(!self.normal_workers)
+            .configure(|c| self.apply(c))
+    }
+
     /// Applies the engine settings given on the command line.
     pub fn apply(&self, cfg: &mut fsdr_net::io::EngineConfig) {
         use fsdr_net::io::{Coalesce, Overload};
