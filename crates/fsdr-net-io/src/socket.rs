@@ -260,7 +260,11 @@ pub fn open_socket(cfg: &SocketConfig, reuse_port: bool) -> io::Result<OpenedSoc
         socket.set_reuse_address(true)?;
     }
     let buffer = size_recv_buffer(&socket, cfg)?;
-    setsockopt(&socket, sockopt::RxqOvfl, &1).map_err(io::Error::from)?;
+    // The kernel's drop counter is read with `SO_MEMINFO` (`sys::socket_drops`) when it is
+    // needed, not asked for per datagram with `SO_RXQ_OVFL`: once a socket has dropped, the
+    // kernel attaches that control message to every datagram after it, which made each one
+    // cost about a tenth more to receive exactly when the receiver is behind (64 B unpaced,
+    // docs/PERFORMANCE.md).
     if cfg.timestamps {
         setsockopt(&socket, sockopt::ReceiveTimestampns, &true).map_err(io::Error::from)?;
     }

@@ -160,7 +160,7 @@ counters! {
     thread {
         received: add, "Datagrams taken from the kernel.";
         bytes: add, "Bytes taken from the kernel.";
-        kernel_drops: max, "Datagrams the kernel dropped for a full receive buffer (SO_RXQ_OVFL, SO_MEMINFO); with UDP GRO the kernel counts a dropped coalesced receive once (up to 64 datagrams), and `missed` counts its datagrams from the sequence numbers.";
+        kernel_drops: max, "Datagrams the kernel dropped for a full receive buffer (the socket's counter, SO_MEMINFO, read live); with UDP GRO the kernel counts a dropped coalesced receive once (up to 64 datagrams), and `missed` counts its datagrams from the sequence numbers.";
         overflow: add, "Datagrams read and dropped because the consumer held every slot (read-and-discard overload policy).";
         truncated: add, "Datagrams larger than a slot (MSG_TRUNC), never delivered as if whole.";
         rejected: add, "Datagrams from senders outside the allow-list.";

@@ -47,19 +47,30 @@ struct Budget {
     budget_ns: Option<u64>,
     floor: usize,
     slots: usize,
-    window_start: u64,
+    /// When the current rate window began (`None`: idle, no arrival since the last one
+    /// closed empty), and what arrived in it.
+    window_start: Option<u64>,
     window_count: u64,
     /// Datagrams the consumer may hold.
     cap: usize,
-    /// The socket's drop counter as last seen (`SO_RXQ_OVFL`), and the drops since then not
-    /// yet counted as arrivals: the rate is what was offered, not what was read, so that a
-    /// pause (which reads less) does not shrink the budget and cause the next pause.
+    /// The socket's drop counter as last read (`SO_MEMINFO`, when a rate window closes), and
+    /// the drops and discards since then not yet counted as arrivals: the rate is what was
+    /// offered, not what was handed over, so that a pause (which reads less) or a discard
+    /// does not shrink the budget and cause the next one.
     last_drops: Option<u32>,
     dropped: u64,
 }
 
 impl Budget {
-    /// The kernel's drop counter from a datagram's control data.
+    /// Whether the rate window closes at `now` (and the drop counter should be read first).
+    fn closes(&self, now: u64) -> bool {
+        self.budget_ns.is_some()
+            && self
+                .window_start
+                .is_some_and(|s| now.saturating_sub(s) >= RATE_WINDOW_NS)
+    }
+
+    /// The kernel's drop counter (read from the socket, or from a datagram's control data).
     fn kernel_drops(&mut self, counter: u32) {
         if let Some(last) = self.last_drops {
             self.dropped += u64::from(counter.wrapping_sub(last));
@@ -69,13 +80,21 @@ impl Budget {
 
     fn arrived(&mut self, n: u64, now: u64) {
         let n = n + std::mem::take(&mut self.dropped);
-        let elapsed = now.saturating_sub(self.window_start);
+        let Some(start) = self.window_start else {
+            // Idle: a window begins with the first arrival. Measured from an earlier start
+            // (the engine's, or the end of a stream), the idle time before a stream would
+            // count as part of its rate and put the budget of a fast stream near its floor.
+            // What this receive took arrived before `now`, at a time unknown: the window
+            // counts from the next receive on.
+            if n > 0 {
+                self.window_start = Some(now);
+            }
+            return;
+        };
+        let elapsed = now.saturating_sub(start);
         if self.window_count == 0 && n > 0 && elapsed >= RATE_WINDOW_NS {
-            // A whole window passed with nothing in it (before the stream began, or in a
-            // pause between bursts): the rate is measured from these arrivals on, not over
-            // the idle time, which would put the budget at its floor for a fast stream.
-            self.window_start = now;
-            self.window_count = n;
+            // A whole window passed with nothing in it (a pause between bursts): as idle.
+            self.window_start = Some(now);
             return;
         }
         self.window_count += n;
@@ -84,7 +103,8 @@ impl Budget {
                 let per_ns = self.window_count as f64 / elapsed as f64;
                 self.cap = ((per_ns * b as f64) as usize).clamp(self.floor, self.slots);
             }
-            self.window_start = now;
+            // A window with nothing in it leaves the budget idle until the next arrival.
+            self.window_start = (self.window_count > 0).then_some(now);
             self.window_count = 0;
         }
     }
@@ -148,7 +168,7 @@ impl Worker {
                 budget_ns: cfg.latency_budget.map(|b| b.as_nanos() as u64),
                 floor: (2 * cfg.batch).min(slots),
                 slots,
-                window_start: sys::monotonic_ns(),
+                window_start: None,
                 window_count: 0,
                 cap: slots,
                 last_drops: None,
@@ -308,6 +328,9 @@ impl Worker {
         }
         self.note_kernel(meta);
         self.counts.overflow += 1;
+        // Offered, though not handed over: the budget's rate counts it, or a budget that
+        // measured a low rate once would discard the rest of a faster stream for good.
+        self.budget.dropped += 1;
     }
 
     /// Handles a datagram received into slot `slot`. Returns true when the slot went to the
@@ -404,6 +427,9 @@ impl Worker {
     /// when it must be woken ([`Coalesce`]); `None` when nothing waits for a wake-up.
     pub(crate) fn publish(&mut self, now: u64) -> Option<u64> {
         let new = std::mem::take(&mut self.new_items);
+        if self.budget.closes(now) {
+            self.poll_kernel_drops();
+        }
         self.budget.arrived(new, now);
         if self.inline {
             self.counts
@@ -445,6 +471,19 @@ impl Worker {
         } else {
             self.counts
                 .flush(&self.shared.counters.threads[self.index as usize]);
+        }
+    }
+
+    /// Reads the socket's drop counter (through the engine's second descriptor of this
+    /// thread's socket) into the counters and the latency budget's rate: once per rate
+    /// window, a system call per 10 ms instead of a control message per datagram.
+    fn poll_kernel_drops(&mut self) {
+        let Some(probe) = self.shared.probes.get(usize::from(self.index)) else {
+            return;
+        };
+        if let Ok(d) = sys::socket_drops(probe) {
+            self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
+            self.budget.kernel_drops(d);
         }
     }
 
@@ -515,7 +554,7 @@ mod tests {
             budget_ns: Some(budget_ms * 1_000_000),
             floor: 16,
             slots: 4096,
-            window_start: 0,
+            window_start: None,
             window_count: 0,
             cap: 4096,
             last_drops: None,
@@ -557,5 +596,48 @@ mod tests {
             b.arrived(0, now);
         }
         assert_eq!(b.cap, 16);
+    }
+
+    /// A stream that begins late in a window is measured from its first datagram: 12
+    /// datagrams in the last 0.1 ms of the first window are not a rate of 1.2 per ms.
+    #[test]
+    fn a_window_begins_with_its_first_arrival() {
+        let us = 1_000;
+        let mut b = budget(20);
+        let mut now = 9_900 * us;
+        for _ in 0..200 {
+            b.arrived(12, now);
+            now += 100 * us;
+        }
+        // 120 per ms for 20 ms.
+        assert!((2300..=2500).contains(&b.cap), "cap {}", b.cap);
+    }
+
+    /// The rate counts what was offered: datagrams read plus the kernel's drops, read from
+    /// its counter when a window closes (as `Worker::publish` does). A paused thread that
+    /// reads 10 per ms while the kernel drops 90 keeps the budget of 100 per ms.
+    #[test]
+    fn drops_read_when_a_window_closes_count_as_arrivals() {
+        let ms = 1_000_000;
+        let mut b = budget(20);
+        let mut counter = 5u32; // drops from before the budget measured: not counted
+        let mut now = 0;
+        let mut reads = 0;
+        for _ in 0..40 {
+            now += ms;
+            counter += 90;
+            if b.closes(now) {
+                b.kernel_drops(counter);
+                reads += 1;
+            }
+            b.arrived(10, now);
+        }
+        assert_eq!(reads, 3, "the counter is read once per 10 ms window");
+        // The first window had no earlier reading to count drops against: 10 per ms then.
+        assert!((1900..=2100).contains(&b.cap), "cap {}", b.cap);
+        // Without a budget nothing is read.
+        let mut none = budget(20);
+        none.budget_ns = None;
+        assert!(!none.closes(100 * ms));
     }
 }

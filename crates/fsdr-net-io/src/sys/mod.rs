@@ -42,7 +42,8 @@ pub struct RecvMeta {
     pub truncated: bool,
     /// Sender address.
     pub source: Option<SocketAddr>,
-    /// The socket's cumulative drop counter (`SO_RXQ_OVFL`), when the kernel sent it.
+    /// The socket's cumulative drop counter (`SO_RXQ_OVFL`), when the kernel sent it (only to
+    /// a socket that asked for it: fsdr-net's own read the counter with [`socket_drops`]).
     pub kernel_drops: Option<u32>,
     /// Kernel receive timestamp (`SO_TIMESTAMPNS`, CLOCK_REALTIME) in ns since the epoch.
     pub timestamp_ns: Option<u64>,

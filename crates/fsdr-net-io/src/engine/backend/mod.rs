@@ -34,9 +34,6 @@ pub struct Capabilities {
     /// Kernel receive timestamps (`SO_TIMESTAMPNS`) reach [`Arrival`](crate::Arrival); without
     /// them arrival times are the receive thread's CLOCK_MONOTONIC.
     pub kernel_timestamps: bool,
-    /// The kernel's drop counter comes with datagrams (`SO_RXQ_OVFL`); otherwise (and
-    /// always when idle) it is read with `SO_MEMINFO`.
-    pub drops_per_datagram: bool,
     /// UDP GRO receives are split into their datagrams.
     pub gro: bool,
     /// Needs io_uring (and this build's `uring` feature).
@@ -50,7 +47,6 @@ impl Capabilities {
     /// from the control messages, one thread, no io_uring, no GRO.
     pub const SOCKET: Capabilities = Capabilities {
         kernel_timestamps: true,
-        drops_per_datagram: true,
         gro: false,
         io_uring: false,
         multi_thread: false,
@@ -183,7 +179,6 @@ impl ReceiveBackend for Unavailable {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             kernel_timestamps: false,
-            drops_per_datagram: false,
             gro: false,
             io_uring: true,
             multi_thread: false,

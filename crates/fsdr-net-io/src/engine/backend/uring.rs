@@ -84,7 +84,6 @@ impl ReceiveBackend for Uring {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             kernel_timestamps: false,
-            drops_per_datagram: false,
             gro: false,
             io_uring: true,
             multi_thread: false,
