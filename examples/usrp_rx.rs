@@ -21,6 +21,7 @@ use clap::Parser;
 use common::{ContextArgs, FaultArgs, Mode, SignalArg, format_for, parse_f64};
 use fsdr_net::io::StreamSelector;
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Signal, channel_stream_id};
+use fsdr_net::io::host::CpuTimes;
 use fsdr_net::io::{Backend, Format, WireFormat};
 use fsdr_net::{
     MultiSourceStats, MultiUdpSource, ProbeSink, RampCheck, RampSample, SigmfItem, SigmfSink,
@@ -112,6 +113,8 @@ struct Outcome {
     items: u64,
     seconds: f64,
     discontinuities: Option<(u64, Option<u64>)>,
+    /// Share of the machine's CPU time the hypervisor stole during the run.
+    host_steal: Option<f64>,
 }
 
 fn build<T: RampSample>(
@@ -193,6 +196,7 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
         }
     }
     let start = Instant::now();
+    let cpu_before = CpuTimes::now();
     let running = args.tuning.runtime().start(fg)?;
     started();
     let handle = running.handle();
@@ -264,6 +268,7 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
                 sink_block.first_discontinuity(),
             )
         }),
+        host_steal: steal_since(cpu_before),
     })
 }
 
@@ -361,6 +366,7 @@ struct ChannelsOutcome {
     stats: MultiSourceStats,
     /// Items and ramp discontinuities per output.
     outputs: Vec<(u64, u64)>,
+    host_steal: Option<f64>,
     seconds: f64,
 }
 
@@ -385,6 +391,7 @@ fn run_channels<T: RampSample>(
         sinks.push(sink);
     }
     let start = Instant::now();
+    let cpu_before = CpuTimes::now();
     let running = args.tuning.runtime().start(fg)?;
     let handle = running.handle();
     let limit = args.duration + if args.listen.is_some() { 0.0 } else { 10.0 };
@@ -412,7 +419,26 @@ fn run_channels<T: RampSample>(
         stats: fg.block(&src)?.stats(),
         outputs,
         seconds: start.elapsed().as_secs_f64(),
+        host_steal: steal_since(cpu_before),
     })
+}
+
+/// The share of the machine's CPU time stolen since `before` (a virtual machine's
+/// hypervisor running other guests): losses in a run with much of it are the host's.
+fn steal_since(before: Option<CpuTimes>) -> Option<f64> {
+    before
+        .zip(CpuTimes::now())
+        .and_then(|(a, b)| a.steal_since(&b))
+}
+
+fn print_steal(steal: Option<f64>) {
+    if let Some(st) = steal {
+        println!(
+            "{:<24} {:.1} % of the machine's CPU time (the hypervisor ran other guests)",
+            "host steal time",
+            100.0 * st
+        );
+    }
 }
 
 fn summarize_channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorReport>) {
@@ -443,6 +469,7 @@ fn summarize_channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorRep
             "skipped_by_stream": o.stats.skipped_by_stream,
             "stats": o.stats.engine,
             "emulator": emu,
+            "host_steal": o.host_steal,
         });
         println!("{json}");
         return;
@@ -459,6 +486,7 @@ fn summarize_channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorRep
     }
     println!("{:<24} {}", "kernel drops", o.stats.engine.kernel_drops);
     println!("{:<24} {}", "overflows", o.stats.engine.overflow);
+    print_steal(o.host_steal);
 }
 
 /// Samples that never reached the flowgraph: those of the gaps the sequence numbers show,
@@ -499,6 +527,7 @@ fn summarize(args: &Args, format: Format, o: &Outcome, emu: Option<&EmulatorRepo
             "first_discontinuity": first,
             "stats": o.stats,
             "emulator": emu,
+            "host_steal": o.host_steal,
         });
         println!("{json}");
         return;
@@ -545,4 +574,5 @@ fn summarize(args: &Args, format: Format, o: &Outcome, emu: Option<&EmulatorRepo
             first.map_or("-".to_string(), |f| f.to_string())
         );
     }
+    print_steal(o.host_steal);
 }

@@ -145,7 +145,12 @@ pub fn run(args: LatencyArgs) -> Result<()> {
     cmd.args(&args.extra);
     let mut session = Session::start(&name, &trace)?;
     eprintln!("xtask: {cmd:?}");
-    let result = cmd.output().context("running the traced program")?;
+    // The host's own hiccups over the same run: what any thread of the traced program that
+    // sleeps and wakes (receive thread, workers) went through at the least.
+    let monitor = fsdr_net_io::host::HiccupMeter::start().context("starting the hiccup meter")?;
+    let result = cmd.output().context("running the traced program");
+    let host = monitor.finish();
+    let result = result?;
     let discarded = session.stop()?;
     if !result.status.success() {
         bail!(
@@ -183,6 +188,7 @@ pub fn run(args: LatencyArgs) -> Result<()> {
         args.granularity,
     );
     print!("{}", analysed.table());
+    println!("{host}");
     println!("trace: {}", trace.display());
     println!("CSV: {}", csv.display());
     match &analysed.png {

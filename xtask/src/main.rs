@@ -11,11 +11,15 @@
 //! * `cargo xtask latency --pipes P --stages S [--granularity G] [--scheduler smol|flow]`:
 //!   records an LTTng trace of `examples/latency.rs` and prints p50/p99 per pipe (`--usrp`:
 //!   network arrival to sink through `usrp_rx`).
+//! * `cargo xtask host [--seconds S]`: what the host does to a sleeping thread (how late it
+//!   wakes) and how much CPU time the hypervisor steals; `loss` and `latency` report the same
+//!   beside their figures.
 //! * `cargo xtask probe-bench`: what the probes cost, without the feature, with it, recording.
 //! * `cargo xtask soak --minutes M`: streams the USRP emulator into `usrp_rx` with faults
 //!   injected at known rates, samples the receiver's memory every second, and checks that every
 //!   sample and every fault is accounted for.
 
+mod host;
 mod latency;
 mod loss;
 
@@ -60,6 +64,16 @@ enum Task {
     /// Record an LTTng trace of the latency example (or usrp_rx with --usrp) and print the
     /// latency distribution per pipe (needs root and the LTTng packages).
     Latency(latency::LatencyArgs),
+    /// How late a thread sleeping 1 ms wakes on this host, and the CPU time stolen by the
+    /// hypervisor: what bounds any receiver's latency tail here.
+    Host {
+        /// How long.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// One line of JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The probe benchmark in three modes: tracepoints compiled out, compiled in without a
     /// session, and recording (needs root and the LTTng packages).
     ProbeBench,
@@ -100,6 +114,7 @@ fn main() -> Result<()> {
         } => test(no_install, !no_loom, &rest),
         Task::Fuzz { seconds, target } => fuzz(seconds, target.as_deref()),
         Task::Latency(args) => latency::run(args),
+        Task::Host { seconds, json } => host::run(seconds, json),
         Task::ProbeBench => latency::probe_bench(std::path::Path::new("target/fsdr-net")),
         Task::Loss(args) => loss::run(args, || {
             run(cargo().args([

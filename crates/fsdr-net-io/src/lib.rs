@@ -14,6 +14,7 @@
 //! | [`send`] | batched, GSO-capable, paced sending; framing; io_uring sender |
 //! | [`emulator`] | a USRP in remote-streaming mode, with fault injection |
 //! | [`stats`] | the counters, declared once |
+//! | [`host`] | what the host did to a measurement: steal time, wake-up lateness |
 //! | [`sys`] | every syscall, one module per concern |
 //!
 //! Cargo feature `uring` (default): the io_uring backends and sender; without it neither
@@ -49,6 +50,7 @@ pub mod emulator;
 pub mod engine;
 mod error;
 pub mod format;
+pub mod host;
 pub mod inplace;
 mod notify;
 pub mod sample;

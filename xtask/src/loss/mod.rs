@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, Result, bail};
 use fsdr_net_io::Format;
 use fsdr_net_io::emulator::EmulatorConfig;
+use fsdr_net_io::host::CpuTimes;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
@@ -132,6 +133,9 @@ struct Cell {
     wakeups: Option<u64>,
     paused: Option<u64>,
     copied_bytes: Option<u64>,
+    /// Share of the machine's CPU time the hypervisor stole during the run (0..1): a run
+    /// with much of it measured the host more than the receiver.
+    steal: Option<f64>,
     /// CPU per GB as a multiple of the recvmmsg reference's in the same round (the median
     /// over rounds), when the reference ran.
     ratio: Option<f64>,
@@ -196,6 +200,7 @@ impl Cell {
             "paused": self.paused,
             "copied_bytes": self.copied_bytes,
             "copied_bytes_per_gb": self.copied_per_gb(),
+            "steal": self.steal,
         })
     }
 }
@@ -270,6 +275,7 @@ impl Harness {
         if let Some(w) = self.workers {
             rx.args(["--workers", &w.to_string()]);
         }
+        let cpu_before = CpuTimes::now();
         let mut rx = rx
             .args(["--size", &self.datagram.to_string(), "--idle", "0.5"])
             .args(["--timeout", &(seconds + 30.0).to_string()])
@@ -325,6 +331,9 @@ impl Harness {
         if !status.success() {
             bail!("loss_rx --receiver {receiver} failed: {status}");
         }
+        let steal = cpu_before
+            .zip(CpuTimes::now())
+            .and_then(|(a, b)| a.steal_since(&b));
         let got = crate::last_json(&rest).context("loss_rx's result")?;
         let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
         let stat = |k: &str| got["stats"][k].as_u64();
@@ -347,6 +356,7 @@ impl Harness {
             wakeups: stat("wakeups"),
             paused: stat("paused"),
             copied_bytes: got["copied_bytes"].as_u64(),
+            steal,
             ratio: None,
         })
     }
@@ -456,13 +466,14 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
                     .cell(recv, rate, args.seconds)
                     .with_context(|| format!("{recv} at {}", rate.label()))?;
                 let line = format!(
-                    "{recv:>26} {:>12}: offered {:7.1} MB/s, delivered {:>8.4}%, kernel drops {}, overflows {}, {:.2} CPU-s/GB",
+                    "{recv:>26} {:>12}: offered {:7.1} MB/s, delivered {:>8.4}%, kernel drops {}, overflows {}, {:.2} CPU-s/GB, steal {}",
                     rate.label(),
                     c.offered_mbps,
                     100.0 * c.success(),
                     c.kernel_drops,
                     c.overflows,
-                    c.cpu_per_gb()
+                    c.cpu_per_gb(),
+                    c.steal.map_or("?".into(), |s| format!("{:.1}%", 100.0 * s)),
                 );
                 if bar.is_hidden() {
                     eprintln!("{line}");
@@ -474,6 +485,22 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             }
         }
     }
+    let mut steals: Vec<f64> = all
+        .iter()
+        .flatten()
+        .flatten()
+        .filter_map(|c| c.steal)
+        .collect();
+    steals.sort_by(f64::total_cmp);
+    let steal_line = match (steals.first(), steals.last()) {
+        (Some(lo), Some(hi)) => format!(
+            "host steal time per run: {:.1}% to {:.1}% (median {:.1}%) of the machine's CPU time",
+            100.0 * lo,
+            100.0 * hi,
+            100.0 * steals[steals.len() / 2]
+        ),
+        _ => "host steal time: not readable".into(),
+    };
     let reference = receivers.iter().position(|r| r == "recvmmsg");
     let mut cells = Vec::new();
     for per_rate in &mut all {
@@ -505,6 +532,7 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             "max_zero_loss": maxes.iter().map(|m| json!({
                 "receiver": m.receiver, "mbps": m.mbps, "sender_limited": m.sender_limited
             })).collect::<Vec<_>>(),
+            "steal_per_run": steals,
             "csv": csv,
             "png": plotted.as_ref().ok().map(|_| &png),
         });
@@ -522,6 +550,7 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
                 .map_or("FutureSDR's default (one per core)".to_string(), |w| w
                     .to_string())
         );
+        println!("{steal_line}");
         table(
             "Delivered (% of sent, by sequence-numbered datagrams)",
             &receivers,

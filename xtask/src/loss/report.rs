@@ -36,11 +36,11 @@ pub(super) fn table(
 /// Every cell as a line of CSV.
 pub(super) fn write_csv(path: &Path, cells: &[Cell]) -> Result<()> {
     let mut s = String::from(
-        "receiver,rate,offered_mbps,sent,delivered,success,kernel_drops,overflows,malformed,send_errors,cpu_seconds,cpu_seconds_per_gb\n",
+        "receiver,rate,offered_mbps,sent,delivered,success,kernel_drops,overflows,malformed,send_errors,cpu_seconds,cpu_seconds_per_gb,steal\n",
     );
     for c in cells {
         s += &format!(
-            "{},{},{:.3},{},{},{:.6},{},{},{},{},{:.4},{:.4}\n",
+            "{},{},{:.3},{},{},{:.6},{},{},{},{},{:.4},{:.4},{}\n",
             c.receiver,
             c.rate.label(),
             c.offered_mbps,
@@ -52,7 +52,8 @@ pub(super) fn write_csv(path: &Path, cells: &[Cell]) -> Result<()> {
             c.malformed,
             c.send_errors,
             c.cpu_seconds,
-            c.cpu_per_gb()
+            c.cpu_per_gb(),
+            c.steal.map_or(String::new(), |s| format!("{s:.4}")),
         );
     }
     std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
@@ -121,6 +122,7 @@ mod tests {
             wakeups: Some(10),
             paused: Some(0),
             copied_bytes: Some(2_000_000_000),
+            steal: Some(0.05),
             ratio: None,
         };
         assert!((c.success() - 0.999).abs() < 1e-12);
