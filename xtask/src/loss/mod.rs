@@ -139,6 +139,9 @@ struct Cell {
     /// CPU per GB as a multiple of the recvmmsg reference's in the same round (the median
     /// over rounds), when the reference ran.
     ratio: Option<f64>,
+    /// Delivered rate as a multiple of the reference's in the same round (the median over
+    /// rounds): what counts unpaced, where each receiver keeps what it can.
+    delivered_ratio: Option<f64>,
 }
 
 impl Cell {
@@ -169,6 +172,11 @@ impl Cell {
         self.sent > 0 && self.delivered == self.sent
     }
 
+    /// Delivered MB/s.
+    fn delivered_mbps(&self) -> f64 {
+        self.offered_mbps * self.success()
+    }
+
     fn cpu_per_gb(&self) -> f64 {
         if self.bytes == 0 {
             f64::NAN
@@ -192,6 +200,7 @@ impl Cell {
             "cpu_seconds": self.cpu_seconds,
             "cpu_seconds_per_gb": self.cpu_per_gb(),
             "cpu_ratio_to_reference": self.ratio,
+            "delivered_ratio_to_reference": self.delivered_ratio,
             "received": self.received,
             "recv_calls": self.recv_calls,
             "calls_per_datagram": self.calls_per_datagram(),
@@ -358,6 +367,7 @@ impl Harness {
             copied_bytes: got["copied_bytes"].as_u64(),
             steal,
             ratio: None,
+            delivered_ratio: None,
         })
     }
 
@@ -365,19 +375,25 @@ impl Harness {
     /// the median of the ratios each run had to the reference run of its own round (`refs`,
     /// round by round), so that a slow spell of the machine moves both sides of a ratio.
     fn median_cell(mut runs: Vec<Cell>, refs: Option<&[Cell]>) -> Cell {
-        let mut ratios: Vec<f64> = match refs {
-            Some(refs) => runs
-                .iter()
-                .zip(refs)
-                .map(|(c, r)| c.cpu_per_gb() / r.cpu_per_gb())
-                .filter(|x| x.is_finite())
-                .collect(),
-            None => Vec::new(),
+        let median_ratio = |f: fn(&Cell) -> f64| {
+            let mut ratios: Vec<f64> = refs
+                .map(|refs| {
+                    runs.iter()
+                        .zip(refs)
+                        .map(|(c, r)| f(c) / f(r))
+                        .filter(|x| x.is_finite())
+                        .collect()
+                })
+                .unwrap_or_default();
+            ratios.sort_by(f64::total_cmp);
+            (!ratios.is_empty()).then(|| ratios[ratios.len() / 2])
         };
-        ratios.sort_by(f64::total_cmp);
+        let ratio = median_ratio(Cell::cpu_per_gb);
+        let delivered_ratio = median_ratio(Cell::delivered_mbps);
         runs.sort_by(|a, b| a.cpu_per_gb().total_cmp(&b.cpu_per_gb()));
         let mut c = runs.swap_remove(runs.len() / 2);
-        c.ratio = (!ratios.is_empty()).then(|| ratios[ratios.len() / 2]);
+        c.ratio = ratio;
+        c.delivered_ratio = delivered_ratio;
         c
     }
 
@@ -552,13 +568,20 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
         );
         println!("{steal_line}");
         table(
-            "Delivered (% of sent, by sequence-numbered datagrams)",
+            "Delivered (% of sent, by sequence-numbered datagrams; unpaced: × the recvmmsg reference's delivered rate, the median of each run's ratio to the reference run of its round)",
             &receivers,
             &rates,
             |recv, r| {
                 find(recv, r).map_or("-".into(), |c| {
                     if let Rate::Unpaced = r {
-                        format!("{:.2}% of {:.0} MB/s", 100.0 * c.success(), c.offered_mbps)
+                        let x = c.delivered_ratio.map_or(String::new(), |x| {
+                            format!(" ({x:.2}× the reference's rate)")
+                        });
+                        format!(
+                            "{:.2}% of {:.0} MB/s{x}",
+                            100.0 * c.success(),
+                            c.offered_mbps
+                        )
                     } else {
                         format!("{:.2}%", 100.0 * c.success())
                     }

@@ -124,9 +124,25 @@ mod tests {
             copied_bytes: Some(2_000_000_000),
             steal: Some(0.05),
             ratio: None,
+            delivered_ratio: None,
         };
         assert!((c.success() - 0.999).abs() < 1e-12);
         assert!(!c.lossless());
         assert!((c.cpu_per_gb() - 0.25).abs() < 1e-12);
+
+        // Ratios to the reference are taken round by round, then the median.
+        let run = |offered: f64, cpu: f64| Cell {
+            offered_mbps: offered,
+            cpu_seconds: cpu,
+            ..c.clone()
+        };
+        let runs = vec![run(100.0, 0.5), run(50.0, 1.0), run(90.0, 0.6)];
+        let refs = vec![run(100.0, 0.4), run(100.0, 0.5), run(45.0, 0.3)];
+        let m = Harness::median_cell(runs, Some(&refs));
+        // Delivered rate: 1.0, 0.5, 2.0 → 1.0; CPU: 1.25, 2.0, 2.0 → 2.0.
+        assert!((m.delivered_ratio.unwrap() - 1.0).abs() < 1e-12);
+        assert!((m.ratio.unwrap() - 2.0).abs() < 1e-12);
+        let alone = Harness::median_cell(vec![run(1.0, 1.0)], None);
+        assert_eq!((alone.ratio, alone.delivered_ratio), (None, None));
     }
 }
