@@ -438,6 +438,13 @@ fn print_steal(steal: Option<f64>) {
             "host steal time",
             100.0 * st
         );
+        if st >= 0.1 {
+            println!(
+                "{:<24} with this much of it, losses and rates measure the host more than the \
+                 receiver (`cargo xtask host` measures it alone)",
+                ""
+            );
+        }
     }
 }
 

@@ -137,6 +137,12 @@ fn every_format_across_two_processes() {
             assert_eq!(u(&rx, "discontinuities"), 0, "{ctx}");
         }
         assert_eq!(u(&rx, "delivered") + lost, u(&sim, "packets_sent"), "{ctx}");
+        // The host's steal time over the run: a share, or null where /proc/stat is missing.
+        let steal = &rx["host_steal"];
+        assert!(
+            steal.is_null() || steal.as_f64().is_some_and(|s| (0.0..=1.0).contains(&s)),
+            "{ctx}"
+        );
     }
 }
 

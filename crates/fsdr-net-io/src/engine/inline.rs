@@ -185,7 +185,7 @@ impl Inline {
             }
         }
         self.worker.publish(sys::monotonic_ns());
-        self.worker.refresh_kernel_drops(&self.socket);
+        self.worker.refresh_kernel_drops();
     }
 }
 

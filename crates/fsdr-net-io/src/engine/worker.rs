@@ -2,7 +2,6 @@
 //! what the kernel returned (truncated, rejected, malformed, non-data, deliverable), counting,
 //! publishing to the consumer, and the thread set-up (pinning, priority).
 
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -70,7 +69,7 @@ impl Budget {
                 .is_some_and(|s| now.saturating_sub(s) >= RATE_WINDOW_NS)
     }
 
-    /// The kernel's drop counter (read from the socket, or from a datagram's control data).
+    /// The kernel's drop counter, as read from the socket.
     fn kernel_drops(&mut self, counter: u32) {
         if let Some(last) = self.last_drops {
             self.dropped += u64::from(counter.wrapping_sub(last));
@@ -315,10 +314,6 @@ impl Worker {
     fn note_kernel(&mut self, meta: &RecvMeta) {
         self.counts.received += 1;
         self.counts.bytes += meta.len as u64;
-        if let Some(d) = meta.kernel_drops {
-            self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
-            self.budget.kernel_drops(d);
-        }
     }
 
     /// Handles a datagram received into a scratch buffer: counted as overflow.
@@ -474,22 +469,24 @@ impl Worker {
         }
     }
 
-    /// Reads the socket's drop counter (through the engine's second descriptor of this
-    /// thread's socket) into the counters and the latency budget's rate: once per rate
-    /// window, a system call per 10 ms instead of a control message per datagram.
+    /// The kernel's drop counter of this thread's socket (`SO_MEMINFO`, through the
+    /// engine's second descriptor of it): the one way the engine reads it.
+    fn read_kernel_drops(&self) -> Option<u32> {
+        sys::socket_drops(self.shared.probes.get(usize::from(self.index))?).ok()
+    }
+
+    /// Reads the drop counter into the counters and the latency budget's rate: once per
+    /// rate window, a system call per 10 ms instead of a control message per datagram.
     fn poll_kernel_drops(&mut self) {
-        let Some(probe) = self.shared.probes.get(usize::from(self.index)) else {
-            return;
-        };
-        if let Ok(d) = sys::socket_drops(probe) {
+        if let Some(d) = self.read_kernel_drops() {
             self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
             self.budget.kernel_drops(d);
         }
     }
 
-    /// Reads the socket's drop counter directly (for idle periods and at exit).
-    pub(crate) fn refresh_kernel_drops(&self, fd: impl AsFd) {
-        if let Ok(d) = sys::socket_drops(fd) {
+    /// Reads the drop counter straight into the shared counters (idle periods, exit).
+    pub(crate) fn refresh_kernel_drops(&self) {
+        if let Some(d) = self.read_kernel_drops() {
             self.counters().kernel_drops.max(u64::from(d));
         }
     }

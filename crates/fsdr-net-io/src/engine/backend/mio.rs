@@ -162,13 +162,13 @@ fn run(mut worker: Worker, socket: Socket, mut poll: Poll, mut msgs: Reader) {
                 wake_by = None;
             }
         } else if events.is_empty() {
-            worker.refresh_kernel_drops(&socket);
+            worker.refresh_kernel_drops();
         }
     }
     // Take whatever is still queued, then read the final drop count.
     drain(&mut worker, &mut msgs, &socket);
     worker.wake(sys::monotonic_ns());
-    worker.refresh_kernel_drops(&socket);
+    worker.refresh_kernel_drops();
 }
 
 /// Receives batches until one comes back short (the socket is drained: an edge-triggered

@@ -438,7 +438,7 @@ impl Receiver {
             self.cancel_and_wait();
         }
         self.worker.wake(sys::monotonic_ns());
-        self.worker.refresh_kernel_drops(&self.socket);
+        self.worker.refresh_kernel_drops();
         if self.armed {
             tracing::error!(
                 "multishot receive could not be cancelled within {CANCEL_WAIT:?}; its io_uring, \
@@ -497,7 +497,7 @@ impl Receiver {
                     wake_by = None;
                 }
                 // Idle, or dry and waiting for slots: the kernel may be dropping meanwhile.
-                self.worker.refresh_kernel_drops(&self.socket);
+                self.worker.refresh_kernel_drops();
                 continue;
             }
             let at = Clocks::now();

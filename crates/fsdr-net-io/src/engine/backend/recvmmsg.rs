@@ -83,5 +83,5 @@ pub(super) fn run(mut worker: Worker, socket: Socket, batch: usize) {
         }
     }
     worker.wake(sys::monotonic_ns());
-    worker.refresh_kernel_drops(&socket);
+    worker.refresh_kernel_drops();
 }

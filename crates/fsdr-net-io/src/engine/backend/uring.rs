@@ -169,8 +169,6 @@ impl ReceiveBackend for Uring {
 }
 
 async fn run(worker: Worker, socket: UdpSocket, depth: usize, wake_from: SocketAddr) {
-    // A second descriptor of the socket, for reading its drop counter.
-    let probe = Rc::new(socket.try_clone().ok());
     let socket = Rc::new(tokio_uring::net::UdpSocket::from_std(socket));
     let worker = Rc::new(RefCell::new(worker));
     let slot_len = worker.borrow().pool().slot_size();
@@ -178,7 +176,7 @@ async fn run(worker: Worker, socket: UdpSocket, depth: usize, wake_from: SocketA
         .map(|_| {
             let socket = socket.clone();
             let worker = worker.clone();
-            tokio_uring::spawn(receive(socket, worker, slot_len, wake_from, probe.clone()))
+            tokio_uring::spawn(receive(socket, worker, slot_len, wake_from))
         })
         .collect();
     for t in tasks {
@@ -186,9 +184,7 @@ async fn run(worker: Worker, socket: UdpSocket, depth: usize, wake_from: SocketA
     }
     let mut w = worker.borrow_mut();
     w.wake(Clocks::now().monotonic_ns);
-    if let Some(p) = probe.as_ref() {
-        w.refresh_kernel_drops(p);
-    }
+    w.refresh_kernel_drops();
 }
 
 /// One operation's loop: receive into a free slot (or its overflow buffer), hand it over,
@@ -198,7 +194,6 @@ async fn receive(
     worker: Rc<RefCell<Worker>>,
     slot_len: usize,
     wake_from: SocketAddr,
-    probe: Rc<Option<UdpSocket>>,
 ) {
     let mut overflow = vec![0x5au8; slot_len].into_boxed_slice();
     let mut completions = 0u64;
@@ -261,10 +256,8 @@ async fn receive(
                     return;
                 }
                 completions += 1;
-                if completions.is_multiple_of(4096)
-                    && let Some(p) = probe.as_ref()
-                {
-                    w.refresh_kernel_drops(p);
+                if completions.is_multiple_of(4096) {
+                    w.refresh_kernel_drops();
                 }
             }
             Err(e) => {
