@@ -28,8 +28,8 @@ struct Args {
     /// Receive backend.
     #[arg(long, default_value = "mio")]
     backend: Backend,
-    /// Receive buffer to request (bytes).
-    #[arg(long, default_value_t = 25_000_000)]
+    /// Receive buffer to request (bytes; default the library's, 128 MiB).
+    #[arg(long, default_value_t = fsdr_net::io::socket::DEFAULT_RECV_BUFFER)]
     recv_buff_size: usize,
     /// Largest datagram accepted whole (bytes); larger ones are counted as truncated.
     #[arg(long, default_value_t = 9000)]

@@ -89,8 +89,8 @@ struct Args {
     /// Insert zeros for missed packets.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     zero_fill: bool,
-    /// Receive buffer to request (bytes).
-    #[arg(long, default_value_t = 25_000_000)]
+    /// Receive buffer to request (bytes; default the library's, 128 MiB).
+    #[arg(long, default_value_t = fsdr_net::io::socket::DEFAULT_RECV_BUFFER)]
     recv_buffer: usize,
     /// Emulator fault injection.
     #[command(flatten)]

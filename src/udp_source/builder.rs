@@ -123,7 +123,8 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.wire = Some(wire);
         self
     }
-    /// Receive buffer to request in bytes (default 25 MB).
+    /// Receive buffer to request in bytes (default
+    /// [`DEFAULT_RECV_BUFFER`](fsdr_net_io::socket::DEFAULT_RECV_BUFFER), 128 MiB).
     pub fn recv_buffer(mut self, bytes: usize) -> Self {
         self.cfg.socket.recv_buffer = bytes;
         self
