@@ -177,6 +177,11 @@ pub struct TuningArgs {
     /// UDP GRO on receive: coalesced receives split in place (mio and reuseport backends).
     #[arg(long)]
     pub gro: bool,
+    /// Kernel receive timestamps (`SO_TIMESTAMPNS`): a datagram's arrival time is when the
+    /// kernel queued it, so the time it waited in the socket's queue counts in the latency
+    /// probes (`cargo xtask latency --usrp` turns it on).
+    #[arg(long)]
+    pub kernel_timestamps: bool,
     /// Leave the FutureSDR workers that run fsdr-net's blocks at the default scheduling
     /// policy (otherwise the blocks move them to SCHED_BATCH: `batch_workers`).
     #[arg(long)]
@@ -217,6 +222,7 @@ impl TuningArgs {
             cfg.reorder_timeout = Duration::from_secs_f64(ms.max(0.0) * 1e-3);
         }
         cfg.socket.gro |= self.gro;
+        cfg.socket.timestamps |= self.kernel_timestamps;
         if let Some(ms) = self.latency_budget_ms {
             cfg.latency_budget = (ms > 0.0).then(|| Duration::from_secs_f64(ms * 1e-3));
         }

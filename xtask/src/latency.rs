@@ -130,9 +130,13 @@ pub fn run(args: LatencyArgs) -> Result<()> {
     let pairing;
     if args.usrp {
         pairing = Pairing::NetworkRx;
+        // Kernel receive timestamps: arrival is when the kernel queued the datagram, so the
+        // time it waited in the socket's queue (the pause policy's buffer) is part of the
+        // latency, not only the time after the receive thread took it.
         cmd.args(["--json", "--rate", &args.rate])
             .args(["--duration", &args.seconds.to_string()])
-            .args(["--probe", &args.granularity.to_string()]);
+            .args(["--probe", &args.granularity.to_string()])
+            .arg("--kernel-timestamps");
     } else {
         pairing = Pairing::TxRx;
         cmd.arg("--json")
