@@ -268,7 +268,7 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
                 sink_block.first_discontinuity(),
             )
         }),
-        host_steal: steal_since(cpu_before),
+        host_steal: cpu_before.and_then(|b| b.steal_to_now()),
     })
 }
 
@@ -419,18 +419,12 @@ fn run_channels<T: RampSample>(
         stats: fg.block(&src)?.stats(),
         outputs,
         seconds: start.elapsed().as_secs_f64(),
-        host_steal: steal_since(cpu_before),
+        host_steal: cpu_before.and_then(|b| b.steal_to_now()),
     })
 }
 
-/// The share of the machine's CPU time stolen since `before` (a virtual machine's
-/// hypervisor running other guests): losses in a run with much of it are the host's.
-fn steal_since(before: Option<CpuTimes>) -> Option<f64> {
-    before
-        .zip(CpuTimes::now())
-        .and_then(|(a, b)| a.steal_since(&b))
-}
-
+/// The share of the machine's CPU time the hypervisor gave to other guests during the run:
+/// losses in a run with much of it are the host's.
 fn print_steal(steal: Option<f64>) {
     if let Some(st) = steal {
         println!(

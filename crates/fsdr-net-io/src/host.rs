@@ -19,10 +19,9 @@
 //! let report = meter.finish();
 //! println!("{report}");
 //! assert!(report.p50 <= report.max);
-//! if let (Some(a), Some(b)) = (before, CpuTimes::now()) {
-//!     let steal = a.steal_since(&b); // None when no tick passed
-//!     assert!(steal.is_none_or(|s| (0.0..=1.0).contains(&s)));
-//! }
+//! // None where /proc/stat is missing or no tick passed.
+//! let steal = before.and_then(|b| b.steal_to_now());
+//! assert!(steal.is_none_or(|s| (0.0..=1.0).contains(&s)));
 //! ```
 
 use std::fmt;
@@ -74,6 +73,11 @@ impl CpuTimes {
         let total = later.total.checked_sub(self.total)?;
         let steal = later.steal.checked_sub(self.steal)?;
         (total > 0 && steal <= total).then(|| steal as f64 / total as f64)
+    }
+
+    /// The share of CPU time stolen between `self` and now.
+    pub fn steal_to_now(&self) -> Option<f64> {
+        self.steal_since(&CpuTimes::now()?)
     }
 }
 
@@ -188,10 +192,7 @@ impl HiccupMeter {
     pub fn finish(self) -> HostReport {
         self.stop.store(true, Ordering::Relaxed);
         let late = self.thread.join().unwrap_or_default();
-        let steal = self
-            .start
-            .zip(CpuTimes::now())
-            .and_then(|(a, b)| a.steal_since(&b));
+        let steal = self.start.and_then(|a| a.steal_to_now());
         HostReport::from_lateness(self.t0.elapsed().as_secs_f64(), steal, late)
     }
 }

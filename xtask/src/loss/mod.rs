@@ -340,9 +340,7 @@ impl Harness {
         if !status.success() {
             bail!("loss_rx --receiver {receiver} failed: {status}");
         }
-        let steal = cpu_before
-            .zip(CpuTimes::now())
-            .and_then(|(a, b)| a.steal_since(&b));
+        let steal = cpu_before.and_then(|b| b.steal_to_now());
         let got = crate::last_json(&rest).context("loss_rx's result")?;
         let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
         let stat = |k: &str| got["stats"][k].as_u64();
