@@ -60,6 +60,8 @@ pub mod seq;
 pub mod socket;
 pub mod stats;
 pub mod sys;
+#[cfg(test)]
+mod testing;
 
 pub use engine::{
     Arrival, Backend, Capabilities, Clocks, Coalesce, Datagram, DatagramMeta, Engine, EngineConfig,

@@ -365,13 +365,8 @@ mod tests {
     /// every format, with their headers' bytes then flipped at random.
     #[test]
     fn parse_head_agrees_with_parse_from_every_prefix() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rand = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut noise = crate::testing::Noise::new();
+        let mut rand = move || noise.next_u64();
         for format in Format::ALL {
             for round in 0..400 {
                 let len = 28 + (rand() % 200) as usize / 4 * 4;
@@ -435,15 +430,9 @@ mod tests {
 
     #[test]
     fn no_parser_panics_on_short_or_random_input() {
-        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut noise = crate::testing::Noise::new();
         for len in 0..200usize {
-            let mut dg = vec![0u8; len];
-            for b in dg.iter_mut() {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                *b = state as u8;
-            }
+            let dg = noise.bytes(len);
             for format in Format::ALL {
                 let _ = format.parse(&dg);
             }

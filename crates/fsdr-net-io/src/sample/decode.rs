@@ -296,15 +296,7 @@ mod tests {
                 "{n} samples, BE {BE}, SWAP {SWAP}"
             );
         }
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let raw: Vec<u8> = (0..4 * 300 + 1)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let raw = crate::testing::Noise::new().bytes(4 * 300 + 1);
         for shift in [0usize, 1] {
             for samples in (0..70).chain([255, 256, 257, 299]) {
                 let p = &raw[shift..shift + 4 * samples];

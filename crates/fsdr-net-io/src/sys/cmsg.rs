@@ -268,16 +268,9 @@ mod tests {
 
     #[test]
     fn arbitrary_bytes_never_panic() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut noise = crate::testing::Noise::new();
         for len in 0..300usize {
-            let buf: Vec<u8> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect();
+            let buf = noise.bytes(len);
             let mut m = meta();
             parse_control(&buf, &mut m);
             let _ = ControlMessages::new(&buf).count();
