@@ -486,9 +486,6 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
             self.counts.received += 1;
             self.counts.bytes += meta.len as u64;
-            if let Some(d) = meta.kernel_drops {
-                self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
-            }
             self.metas.push(meta);
         }
         // The fast path, while payloads land where they belong.

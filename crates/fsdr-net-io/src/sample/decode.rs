@@ -147,9 +147,9 @@ impl Component for i8 {
 /// The converter from `wire` to complex items of component `C`.
 fn convert<T: Item, C: Component>(wire: WireFormat) -> fn(&[u8], &mut [T]) -> usize {
     match wire {
-        WireFormat::Sc16Chdr => sc16::<T, C, false, false>,
-        WireFormat::Sc16Item32Le => sc16::<T, C, false, true>,
-        WireFormat::Sc16Item32Be => sc16::<T, C, true, false>,
+        WireFormat::Sc16Chdr => sc16::<T, C, false, false>(),
+        WireFormat::Sc16Item32Le => sc16::<T, C, false, true>(),
+        WireFormat::Sc16Item32Be => sc16::<T, C, true, false>(),
         // UHD's item32 word holds i0 << 24 | q0 << 16 | i1 << 8 | q1 (checked against
         // libuhd's converters in tests/uhd_converters.rs).
         WireFormat::Sc8Item32Le => sc8::<T, C, 3, 2, 1, 0>,
@@ -165,21 +165,21 @@ fn components<T: Item, C: Component>(out: &mut [T]) -> &mut [C] {
     bytemuck::cast_slice_mut::<T, C>(out)
 }
 
-/// sc16: pairs of `int16` (`BE`: big-endian), `SWAP`: Q before I. The most common wire
-/// format and the flowgraph's largest per-sample cost at 200 Msps (the profile in
-/// docs/PERFORMANCE.md): on a CPU with AVX2 the same loop runs compiled for it, twice as
-/// wide as the baseline SSE2 build (`cargo bench --bench formats -- decode/sc16`).
-fn sc16<T: Item, C: Component, const BE: bool, const SWAP: bool>(
-    wire: &[u8],
-    out: &mut [T],
-) -> usize {
+/// The sc16 converter: pairs of `int16` (`BE`: big-endian), `SWAP`: Q before I. The most
+/// common wire format and the flowgraph's largest per-sample cost at 200 Msps (the profile
+/// in docs/PERFORMANCE.md). On a CPU with AVX2 (detected once, when the decoder is made) the
+/// same loop runs compiled for it: 2–6× faster than the baseline SSE2 build
+/// (`cargo bench --bench formats -- decode/sc`).
+fn sc16<T: Item, C: Component, const BE: bool, const SWAP: bool>() -> fn(&[u8], &mut [T]) -> usize {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (detected just above), the only requirement of a
-        // function compiled with `target_feature(enable = "avx2")`.
-        return unsafe { sc16_avx2::<T, C, BE, SWAP>(wire, out) };
+        return |wire, out| {
+            // SAFETY: the CPU supports AVX2 (detected before this converter was chosen), the
+            // only requirement of a function compiled with `target_feature(enable = "avx2")`.
+            unsafe { sc16_avx2::<T, C, BE, SWAP>(wire, out) }
+        };
     }
-    sc16_loop::<T, C, BE, SWAP>(wire, out)
+    sc16_loop::<T, C, BE, SWAP>
 }
 
 /// [`sc16_loop`] compiled for AVX2.
@@ -288,7 +288,7 @@ mod tests {
             let n = bytes.len() / 4;
             let mut a = vec![T::default(); n];
             let mut b = vec![T::default(); n];
-            assert_eq!(sc16::<T, C, BE, SWAP>(bytes, &mut a), n);
+            assert_eq!(sc16::<T, C, BE, SWAP>()(bytes, &mut a), n);
             assert_eq!(sc16_loop::<T, C, BE, SWAP>(bytes, &mut b), n);
             assert_eq!(
                 bytemuck::cast_slice::<T, u8>(&a),
