@@ -8,12 +8,13 @@
 //! without progress, so a source that loses datagrams pays for them in time rather than
 //! hanging the run). It thus runs as fast as the flowgraph drains, instead of flooding two
 //! cores with datagrams nobody can take (`cargo xtask loss` measures that overload case).
-//! Each sample builds a new flowgraph; the time runs from the sender's start to the end of
-//! the flowgraph. `cargo bench --bench flowgraph`.
+//! Each sample builds a new flowgraph; the time runs from the sender's start to the moment
+//! the sink has every byte (the flowgraph's start and teardown are not timed).
+//! `cargo bench --bench flowgraph`.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -35,12 +36,19 @@ const PER_ITER: u64 = 1000;
 /// Datagrams per send call.
 const BATCH: usize = 32;
 
-/// A null sink that publishes how many bytes it consumed.
+/// What the sink has consumed, and when it reached the run's target.
+struct Progress {
+    bytes: AtomicU64,
+    target: u64,
+    reached: OnceLock<Instant>,
+}
+
+/// A null sink that publishes how many bytes it consumed, and the moment it had them all.
 #[derive(Block)]
 struct CountingSink {
     #[input]
     input: DefaultCpuReader<u8>,
-    count: Arc<AtomicU64>,
+    progress: Arc<Progress>,
 }
 
 impl Kernel for CountingSink {
@@ -52,7 +60,10 @@ impl Kernel for CountingSink {
     ) -> Result<()> {
         let n = self.input.slice().len();
         self.input.consume(n);
-        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        let p = &self.progress;
+        if p.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64 >= p.target {
+            p.reached.get_or_init(Instant::now);
+        }
         if self.input.finished() {
             io.finished = true;
         }
@@ -60,46 +71,43 @@ impl Kernel for CountingSink {
     }
 }
 
-/// Sends raw datagrams to `to`, at most `WINDOW` ahead of the sink's count, until the sink
-/// has `target` bytes (or the flag is set); returns how long that took.
+/// Sends raw datagrams to `to`, at most `WINDOW` ahead of the sink's count, until the
+/// flag is set; returns when it started (or `None` if it could not open its socket).
 fn sender(
     to: SocketAddr,
-    count: Arc<AtomicU64>,
-    target: u64,
+    progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<Option<Duration>> {
+) -> std::thread::JoinHandle<Option<Instant>> {
     std::thread::spawn(move || {
         let mut tx = Sender::new(&SenderConfig::new(to)).ok()?;
         let start = Instant::now();
         let buf = vec![0x11u8; SIZE * BATCH];
-        let (mut sent, mut seen, mut progress) = (0u64, 0u64, Instant::now());
-        let mut done = None;
+        let (mut sent, mut seen, mut progress_at) = (0u64, 0u64, Instant::now());
         while !stop.load(Ordering::Relaxed) {
-            let bytes = count.load(Ordering::Relaxed);
-            if bytes >= target {
+            let bytes = progress.bytes.load(Ordering::Relaxed);
+            if bytes >= progress.target {
                 // FutureSDR's UdpSource awaits `recv_from` inside `work()` and sees Head end
                 // only after its next datagram: keep a trickle going until the graph is over.
-                done.get_or_insert_with(|| start.elapsed());
                 let _ = tx.send_segments(&buf[..SIZE], SIZE);
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
             let delivered = bytes / SIZE as u64;
             if delivered != seen {
-                (seen, progress) = (delivered, Instant::now());
+                (seen, progress_at) = (delivered, Instant::now());
             }
-            if sent < delivered + WINDOW || progress.elapsed() > STALL {
+            if sent < delivered + WINDOW || progress_at.elapsed() > STALL {
                 if tx.send_segments(&buf, SIZE).is_ok() {
                     sent += BATCH as u64;
                 }
-                if progress.elapsed() > STALL {
-                    progress = Instant::now();
+                if progress_at.elapsed() > STALL {
+                    progress_at = Instant::now();
                 }
             } else {
                 std::thread::sleep(Duration::from_micros(20));
             }
         }
-        done
+        Some(start)
     })
 }
 
@@ -113,23 +121,35 @@ fn run_with_sender(
     datagrams: u64,
 ) -> anyhow::Result<Duration> {
     let target = datagrams * SIZE as u64;
-    let count = Arc::new(AtomicU64::new(0));
+    let progress = Arc::new(Progress {
+        bytes: AtomicU64::new(0),
+        target,
+        reached: OnceLock::new(),
+    });
     let head = fg.add(Head::<u8>::new(target));
     let sink = fg.add(CountingSink {
         input: Default::default(),
-        count: count.clone(),
+        progress: progress.clone(),
     });
     fg.stream_dyn(src, "output", head.id(), "input")?;
     fg.stream_dyn(head.id(), "output", sink.id(), "input")?;
     let running = Runtime::new().start(fg)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let tx = sender(to, count, target, stop.clone());
+    let tx = sender(to, progress.clone(), stop.clone());
     running.wait()?;
     stop.store(true, Ordering::Relaxed);
-    tx.join()
+    // The sink notes the moment it has the target; the sender may see the stop flag before
+    // it sees that count (the flowgraph can end on datagrams already in flight).
+    let start = tx
+        .join()
         .ok()
         .flatten()
-        .ok_or_else(|| anyhow::anyhow!("the sink did not receive every byte Head let through"))
+        .ok_or_else(|| anyhow::anyhow!("the sender could not open its socket"))?;
+    let reached = progress
+        .reached
+        .get()
+        .ok_or_else(|| anyhow::anyhow!("the sink did not receive every byte Head let through"))?;
+    Ok(reached.saturating_duration_since(start))
 }
 
 fn fsdr_net_source(backend: Backend, datagrams: u64) -> anyhow::Result<Duration> {
