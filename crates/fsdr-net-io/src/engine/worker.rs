@@ -254,14 +254,16 @@ impl Worker {
     }
 
     /// Tops the stash up to `n` free slots; returns how many a receive may use (fewer when
-    /// the consumer is behind).
+    /// the consumer is behind), never more than the stash holds.
     pub(crate) fn fill_stash(&mut self, n: usize) -> usize {
         if self.stash.len() < n {
             self.end
                 .free
                 .take_into(n - self.stash.len(), &mut self.stash);
         }
-        self.room().min(n)
+        // `room` counts the free ring too, which the consumer may have refilled since
+        // `take_into` found it short: those slots are not in the stash.
+        self.room().min(n).min(self.stash.len())
     }
 
     /// Whether the overload policy is to stop reading.
