@@ -35,8 +35,18 @@ use std::sync::{Condvar, Mutex};
 #[derive(Debug, Default)]
 pub struct Notify {
     pending: AtomicBool,
-    lock: Mutex<Option<Waker>>,
+    lock: Mutex<Waiting>,
     cond: Condvar,
+}
+
+/// Who waits, guarded by the lock: an async task's waker, and how many threads sleep on the
+/// condition variable. The count lets `notify` skip the condition variable when no thread
+/// waits: std's `notify_all` makes a `futex` call every time, and an async consumer (a
+/// FutureSDR block) never waits on it — one syscall per hand-over for nothing.
+#[derive(Debug, Default)]
+struct Waiting {
+    waker: Option<Waker>,
+    threads: usize,
 }
 
 impl Notify {
@@ -50,8 +60,12 @@ impl Notify {
         if !self.pending.swap(true, Ordering::AcqRel) {
             let waker = {
                 let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-                self.cond.notify_all();
-                g.take()
+                // A thread counted here is inside `cond.wait*` or will check `pending` before
+                // it waits: both under this lock.
+                if g.threads > 0 {
+                    self.cond.notify_all();
+                }
+                g.waker.take()
             };
             if let Some(w) = waker {
                 w.wake();
@@ -85,11 +99,13 @@ impl Notify {
             if now >= deadline {
                 return false;
             }
+            g.threads += 1;
             g = self
                 .cond
                 .wait_timeout(g, deadline - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            g.threads -= 1;
         }
     }
 
@@ -101,7 +117,9 @@ impl Notify {
             if self.take() {
                 return true;
             }
+            g.threads += 1;
             g = self.cond.wait(g).unwrap();
+            g.threads -= 1;
         }
     }
 
@@ -132,7 +150,7 @@ impl Future for Notified {
         if self.notify.take() {
             return Poll::Ready(());
         }
-        *g = Some(cx.waker().clone());
+        g.waker = Some(cx.waker().clone());
         Poll::Pending
     }
 }
