@@ -60,8 +60,8 @@ impl Notify {
         if !self.pending.swap(true, Ordering::AcqRel) {
             let waker = {
                 let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-                // A thread counted here is inside `cond.wait*` or will check `pending` before
-                // it waits: both under this lock.
+                // A waiting thread counted itself under this lock before `cond.wait*` released
+                // it; one that has not counted itself yet sees `pending` (set above) first.
                 if g.threads > 0 {
                     self.cond.notify_all();
                 }
