@@ -37,6 +37,11 @@ pub struct LatencyArgs {
     /// --usrp: seconds of stream.
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
+    /// --usrp: take a datagram's arrival as the receive thread's read rather than the
+    /// kernel's timestamp (leaves out the time in the socket's queue and the receive thread's
+    /// wake-up; compare the two runs to see what those cost).
+    #[arg(long)]
+    pub read_time: bool,
     /// Output folder for the trace, CSV and PNG.
     #[arg(long, default_value = "target/fsdr-net")]
     pub out: PathBuf,
@@ -135,8 +140,10 @@ pub fn run(args: LatencyArgs) -> Result<()> {
         // latency, not only the time after the receive thread took it.
         cmd.args(["--json", "--rate", &args.rate])
             .args(["--duration", &args.seconds.to_string()])
-            .args(["--probe", &args.granularity.to_string()])
-            .arg("--kernel-timestamps");
+            .args(["--probe", &args.granularity.to_string()]);
+        if !args.read_time {
+            cmd.arg("--kernel-timestamps");
+        }
     } else {
         pairing = Pairing::TxRx;
         cmd.arg("--json")
@@ -232,6 +239,17 @@ pub fn run(args: LatencyArgs) -> Result<()> {
         let handover = analyze(&AnalyzeOptions::new(trace.clone(), Pairing::SourceRx))?;
         println!("\nFrom UdpSource's hand-over to the sink (source-rx):\n");
         print!("{}", handover.table());
+        // And per datagram, from its arrival to the source taking it: the part before.
+        let taken = analyze(&AnalyzeOptions::new(trace.clone(), Pairing::NetworkSource))?;
+        println!(
+            "\nEach datagram from its arrival ({}) to UdpSource taking it (network-source):\n",
+            if args.read_time {
+                "the receive thread's read"
+            } else {
+                "the kernel's timestamp"
+            }
+        );
+        print!("{}", taken.table());
         println!(
             "usrp_rx received {} samples, missed {}",
             run["received"], run["missed_samples"]

@@ -37,19 +37,25 @@ pub enum Pairing {
     NetworkRx,
     /// `UdpSource` handing the boundary over (the `arrival` event's own time) to sink `rx`.
     SourceRx,
+    /// Per datagram, from its arrival (`arrival_ns` of a `packet` event: the kernel's
+    /// timestamp when the socket has them, else the receive thread's read) to `UdpSource`
+    /// taking it (the event's own time). One event holds both ends.
+    NetworkSource,
 }
 
 impl Pairing {
     /// Every pairing, for command-line parsing.
-    pub const ALL: [Pairing; 5] = [
+    pub const ALL: [Pairing; 6] = [
         Pairing::TxRx,
         Pairing::TxProbe,
         Pairing::ProbeRx,
         Pairing::NetworkRx,
         Pairing::SourceRx,
+        Pairing::NetworkSource,
     ];
 
-    /// Short name: `tx-rx`, `tx-probe`, `probe-rx`, `network-rx`, `source-rx`.
+    /// Short name: `tx-rx`, `tx-probe`, `probe-rx`, `network-rx`, `source-rx`,
+    /// `network-source`.
     pub fn name(self) -> &'static str {
         match self {
             Pairing::TxRx => "tx-rx",
@@ -57,6 +63,7 @@ impl Pairing {
             Pairing::ProbeRx => "probe-rx",
             Pairing::NetworkRx => "network-rx",
             Pairing::SourceRx => "source-rx",
+            Pairing::NetworkSource => "network-source",
         }
     }
 
@@ -67,6 +74,7 @@ impl Pairing {
             (Pairing::ProbeRx, Kind::Probe) => Some(e.ts),
             (Pairing::NetworkRx, Kind::Arrival) => Some(e.arrival_ns),
             (Pairing::SourceRx, Kind::Arrival) => Some(e.ts),
+            (Pairing::NetworkSource, Kind::Packet) => Some(e.arrival_ns),
             _ => None,
         }
     }
@@ -74,6 +82,7 @@ impl Pairing {
     fn is_end(self, e: &Event) -> bool {
         match self {
             Pairing::TxProbe => e.kind == Kind::Probe,
+            Pairing::NetworkSource => e.kind == Kind::Packet,
             _ => e.kind == Kind::Rx,
         }
     }
@@ -249,6 +258,13 @@ impl Matcher {
     }
 
     fn matched(&mut self, block: u64, seq: u64, start_ns: u64, end_ns: u64) {
+        self.record(block, seq, start_ns, end_ns);
+        let pipe = self.pipes.get_mut(&block).expect("pipe exists");
+        pipe.mark_matched(seq);
+    }
+
+    /// Counts one latency sample.
+    fn record(&mut self, block: u64, seq: u64, start_ns: u64, end_ns: u64) {
         let s = Sample {
             block,
             seq,
@@ -258,9 +274,8 @@ impl Matcher {
         if let Some(f) = self.on_sample.as_mut() {
             f(&s);
         }
-        let pipe = self.pipes.get_mut(&block).expect("pipe exists");
+        let pipe = self.pipes.entry(block).or_default();
         pipe.latencies.push(s.latency_ns());
-        pipe.mark_matched(seq);
     }
 
     /// Feeds one event; events of other kinds are ignored.
@@ -268,6 +283,12 @@ impl Matcher {
         let start = self.pairing.start(&e);
         let end = self.pairing.is_end(&e);
         if start.is_none() && !end {
+            return;
+        }
+        if let (Some(t), true) = (start, end) {
+            // Both ends in one event: nothing to match, and its number (a datagram's wire
+            // counter) may wrap, so a repeat is no duplicate.
+            self.record(e.block, e.seq, t, e.ts);
             return;
         }
         let pipe = self.pipes.entry(e.block).or_default();
@@ -402,6 +423,27 @@ mod tests {
         });
         m.push(ev(900, Kind::Rx, 4, 0));
         assert_eq!(m.finish().overall.min_ns, 400);
+    }
+
+    #[test]
+    fn network_source_pairs_each_packet_event_with_itself() {
+        let packet = |ts, seq, arrival_ns| Event {
+            ts,
+            kind: Kind::Packet,
+            block: 2,
+            seq,
+            arrival_ns,
+        };
+        let mut m = Matcher::new(Pairing::NetworkSource);
+        m.push(packet(500, 0, 420));
+        m.push(packet(700, 1, 460));
+        m.push(ev(900, Kind::Rx, 2, 0)); // not this pairing's
+        m.push(packet(800, 1, 470)); // a wire counter that wrapped: another datagram
+        let r = m.finish();
+        assert_eq!(r.overall.count, 3);
+        assert_eq!((r.overall.min_ns, r.overall.max_ns), (80, 330));
+        assert_eq!(r.overall.duplicates, 0);
+        assert_eq!((r.overall.unmatched_start, r.overall.unmatched_end), (0, 0));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! ```text
 //! fsdr-net-trace /tmp/fsdr-net-trace-1 --csv target/fsdr-net/latency.csv --png target/fsdr-net/latency.png
 //! fsdr-net-trace TRACE --pairing network-rx     # UdpSource arrival to sink
+//! fsdr-net-trace TRACE --pairing network-source # each datagram's arrival to UdpSource
 //! ```
 
 use std::path::PathBuf;
@@ -19,7 +20,8 @@ struct Args {
     /// The trace: the session output folder (or one holding `metadata`).
     trace: PathBuf,
     /// Which events to pair: tx-rx, tx-probe, probe-rx, network-rx (datagram arrival to
-    /// sink) or source-rx (UdpSource hand-over to sink).
+    /// sink), source-rx (UdpSource hand-over to sink) or network-source (each datagram's
+    /// arrival to UdpSource taking it, from `packet` events).
     #[arg(long, default_value = "tx-rx")]
     pairing: Pairing,
     /// Write every matched sample to this CSV.
