@@ -168,8 +168,9 @@ fn components<T: Item, C: Component>(out: &mut [T]) -> &mut [C] {
 /// The sc16 converter: pairs of `int16` (`BE`: big-endian), `SWAP`: Q before I. The most
 /// common wire format and the flowgraph's largest per-sample cost at 200 Msps (the profile
 /// in docs/PERFORMANCE.md). On a CPU with AVX2 (detected once, when the decoder is made) the
-/// same loop runs compiled for it: 2–6× faster than the baseline SSE2 build
-/// (`cargo bench --bench formats -- decode/sc`).
+/// same loop runs compiled for it: 6× faster than the baseline SSE2 build for CHDR to
+/// `Complex<f32>`, 1.4–1.9× for UHD's item32 layouts (`cargo bench --bench formats --
+/// decode/sc`).
 fn sc16<T: Item, C: Component, const BE: bool, const SWAP: bool>() -> fn(&[u8], &mut [T]) -> usize {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
