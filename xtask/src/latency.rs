@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use fsdr_net_trace::analysis::Pairing;
-use fsdr_net_trace::{AnalyzeOptions, analyze};
+use fsdr_net_trace::{AnalyzeOptions, analyze, analyze_pairings};
 use serde_json::Value;
 
 /// What `cargo xtask latency` was asked for.
@@ -235,12 +235,12 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             args.granularity
         );
     } else {
-        // The same trace from the source's hand-over, to separate network-to-source time.
-        let handover = analyze(&AnalyzeOptions::new(trace.clone(), Pairing::SourceRx))?;
+        // The same trace from the source's hand-over, to separate network-to-source time,
+        // and per datagram from its arrival to the source taking it (one more read for both).
+        let [handover, taken] =
+            analyze_pairings(&trace, [Pairing::SourceRx, Pairing::NetworkSource])?;
         println!("\nFrom UdpSource's hand-over to the sink (source-rx):\n");
         print!("{}", handover.table());
-        // And per datagram, from its arrival to the source taking it: the part before.
-        let taken = analyze(&AnalyzeOptions::new(trace.clone(), Pairing::NetworkSource))?;
         println!(
             "\nEach datagram from its arrival ({}) to UdpSource taking it (network-source):\n",
             if args.read_time {

@@ -21,4 +21,4 @@ pub mod plot;
 
 mod run;
 
-pub use run::{AnalyzeError, AnalyzeOptions, Analyzed, analyze};
+pub use run::{AnalyzeError, AnalyzeOptions, Analyzed, analyze, analyze_pairings};

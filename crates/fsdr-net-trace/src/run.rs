@@ -109,6 +109,32 @@ impl Analyzed {
     }
 }
 
+/// Reads `trace` once for several pairings (statistics only, no files): one
+/// [`Analyzed`] per pairing, in order.
+///
+/// ```no_run
+/// use fsdr_net_trace::analysis::Pairing;
+/// let [handover, taken] = fsdr_net_trace::analyze_pairings(
+///     "target/fsdr-net/trace".as_ref(),
+///     [Pairing::SourceRx, Pairing::NetworkSource],
+/// )?;
+/// print!("{}{}", handover.table(), taken.table());
+/// # Ok::<(), fsdr_net_trace::AnalyzeError>(())
+/// ```
+pub fn analyze_pairings<const N: usize>(
+    trace: &std::path::Path,
+    pairings: [Pairing; N],
+) -> Result<[Analyzed; N], AnalyzeError> {
+    let mut matchers = pairings.map(Matcher::new);
+    let read = read_trace(trace, |e| matchers.iter_mut().for_each(|m| m.push(e)))?;
+    Ok(matchers.map(|m| Analyzed {
+        report: m.finish(),
+        read: read.clone(),
+        csv: None,
+        png: None,
+    }))
+}
+
 /// Reads the trace once, matching as it goes, writes the CSV and PNG if asked for, and
 /// returns the statistics.
 pub fn analyze(opts: &AnalyzeOptions) -> Result<Analyzed, AnalyzeError> {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fsdr_net_trace::analysis::Pairing;
-use fsdr_net_trace::{AnalyzeOptions, analyze};
+use fsdr_net_trace::{AnalyzeOptions, analyze, analyze_pairings};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -100,6 +100,14 @@ fn a_recorded_trace_is_matched_with_gaps_and_reordering() {
     assert_eq!((s.unmatched_start, s.unmatched_end), (142, 0));
     assert_eq!(s.duplicates, 0);
     assert!(s.min_ns >= 0 && s.min_ns <= s.p50_ns && s.p50_ns <= s.p99_ns);
+    // One read for several pairings gives what one read per pairing gives; every recorded
+    // `packet` event is one network-source sample.
+    let [again, packets] =
+        analyze_pairings(&trace, [Pairing::TxRx, Pairing::NetworkSource]).unwrap();
+    assert_eq!(again.report.overall, out.report.overall);
+    assert_eq!(again.read, out.read);
+    assert_eq!(packets.report.overall.count, 1000);
+    assert_eq!(packets.report.overall.duplicates, 0);
     let _ = std::fs::remove_dir_all(trace);
 }
 
