@@ -186,6 +186,15 @@ pub struct TuningArgs {
     /// policy (otherwise the blocks move them to SCHED_BATCH: `batch_workers`).
     #[arg(long)]
     pub normal_workers: bool,
+    /// Give the receive threads SCHED_FIFO at this priority (1..=99; needs root or
+    /// CAP_SYS_NICE), as UHD's `set_thread_priority_safe` does for its streamers.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
+    pub rx_priority: Option<i32>,
+    /// While receiving, ask that idle CPUs wake within this many microseconds (0: keep them
+    /// polling; `/dev/cpu_dma_latency`, needs root). Takes the idle wake-up out of each
+    /// hand-over, at the cost of idle CPUs spinning.
+    #[arg(long, value_parser = parse_f64)]
+    pub cpu_latency_us: Option<f64>,
 }
 
 impl TuningArgs {
@@ -222,6 +231,12 @@ impl TuningArgs {
             cfg.reorder_timeout = Duration::from_secs_f64(ms.max(0.0) * 1e-3);
         }
         cfg.socket.gro |= self.gro;
+        if let Some(p) = self.rx_priority {
+            cfg.threads.fifo_priority = Some(p);
+        }
+        if let Some(us) = self.cpu_latency_us {
+            cfg.cpu_latency = Some(Duration::from_secs_f64(us.max(0.0) * 1e-6));
+        }
         cfg.socket.timestamps |= self.kernel_timestamps;
         if let Some(ms) = self.latency_budget_ms {
             cfg.latency_budget = (ms > 0.0).then(|| Duration::from_secs_f64(ms * 1e-3));

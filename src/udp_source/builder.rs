@@ -159,6 +159,13 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.cfg.threads.fifo_priority = Some(priority);
         self
     }
+    /// While the source runs, ask that idle CPUs wake within `max` (`Duration::ZERO`: keep
+    /// them polling); needs root. Takes the idle wake-up out of each hand-over, at the cost
+    /// of idle CPUs spinning (see [`fsdr_net_io::cpu_latency`]).
+    pub fn cpu_latency(mut self, max: Duration) -> Self {
+        self.cfg.cpu_latency = Some(max);
+        self
+    }
     /// Reorder window in datagrams and how long to wait for a missing one.
     pub fn reorder(mut self, window: usize, timeout: Duration) -> Self {
         self.cfg.reorder_window = window;

@@ -42,6 +42,11 @@ pub struct LatencyArgs {
     /// wake-up; compare the two runs to see what those cost).
     #[arg(long)]
     pub read_time: bool,
+    /// Tune the host for latency during the run: hold a CPU wake-up latency request of 0
+    /// (`/dev/cpu_dma_latency`: idle CPUs poll instead of halting) and, with --usrp, give
+    /// the receive thread SCHED_FIFO priority 50. Needs root.
+    #[arg(long)]
+    pub low_latency: bool,
     /// Output folder for the trace, CSV and PNG.
     #[arg(long, default_value = "target/fsdr-net")]
     pub out: PathBuf,
@@ -153,6 +158,18 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             .args(["--scheduler", &args.scheduler])
             .args(["--items", args.items.as_deref().unwrap_or("134217728")]);
     }
+    // Held until the traced program has ended: the request is machine-wide.
+    let _cpu_latency = if args.low_latency {
+        if args.usrp {
+            cmd.args(["--rx-priority", "50"]);
+        }
+        let r = fsdr_net_io::cpu_latency::CpuLatencyRequest::new(std::time::Duration::ZERO)
+            .context("--low-latency: requesting a CPU wake-up latency of 0 (needs root)")?;
+        eprintln!("xtask: idle CPUs poll for this run (CPU wake-up latency request of 0)");
+        Some(r)
+    } else {
+        None
+    };
     cmd.args(&args.extra);
     let mut session = Session::start(&name, &trace)?;
     eprintln!("xtask: {cmd:?}");

@@ -44,6 +44,16 @@ pub enum Error {
         /// Cause.
         source: io::Error,
     },
+    /// The CPU wake-up latency request was refused.
+    #[error(
+        "cannot request a CPU wake-up latency of {max:?} through /dev/cpu_dma_latency: {source} (needs root)"
+    )]
+    CpuLatency {
+        /// Requested latency.
+        max: std::time::Duration,
+        /// Cause.
+        source: io::Error,
+    },
     /// The configuration is inconsistent.
     #[error("invalid configuration: {0}")]
     Config(String),

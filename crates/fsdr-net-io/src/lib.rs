@@ -15,6 +15,7 @@
 //! | [`emulator`] | a USRP in remote-streaming mode, with fault injection |
 //! | [`stats`] | the counters, declared once |
 //! | [`host`] | what the host did to a measurement: steal time, wake-up lateness |
+//! | [`cpu_latency`] | a CPU wake-up latency request (`/dev/cpu_dma_latency`) held while a receiver runs |
 //! | [`sys`] | every syscall, one module per concern |
 //!
 //! Cargo feature `uring` (default): the io_uring backends and sender; without it neither
@@ -45,6 +46,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod cpu_latency;
 pub mod depacketizer;
 pub mod emulator;
 pub mod engine;

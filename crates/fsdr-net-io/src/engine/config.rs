@@ -171,6 +171,12 @@ pub struct EngineConfig {
     /// Hand VRT context packets ([`PacketClass::Context`](crate::PacketClass)) to the consumer,
     /// outside sequence tracking, instead of counting them as `skipped` (default: off).
     pub deliver_context: bool,
+    /// While the engine runs, ask that idle CPUs wake within this time
+    /// ([`CpuLatencyRequest`](crate::cpu_latency::CpuLatencyRequest), `/dev/cpu_dma_latency`;
+    /// needs root). `Some(Duration::ZERO)` keeps idle CPUs polling, which takes the idle
+    /// wake-up out of every hand-over; on a virtual machine it removed most of the latency
+    /// tail. Default: none (the machine's idle policy).
+    pub cpu_latency: Option<Duration>,
 }
 
 impl EngineConfig {
@@ -197,6 +203,7 @@ impl EngineConfig {
             coalesce: Coalesce::default(),
             latency_budget: Some(Duration::from_millis(20)),
             deliver_context: false,
+            cpu_latency: None,
         }
     }
 

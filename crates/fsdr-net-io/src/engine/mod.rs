@@ -124,6 +124,8 @@ pub struct Engine {
     consumer: Consumer,
     /// The receive side when the consumer's thread receives ([`Engine::start_inline`]).
     inline: Option<Inline>,
+    /// Held while the engine lives ([`EngineConfig::cpu_latency`]).
+    _cpu_latency: Option<crate::cpu_latency::CpuLatencyRequest>,
 }
 
 impl fmt::Debug for Engine {
@@ -181,6 +183,7 @@ impl Engine {
         if inline {
             Inline::validate(&cfg)?;
         }
+        let cpu_latency = crate::cpu_latency::request(cfg.cpu_latency)?;
         let imp = cfg.backend.imp();
         let opened = imp.open(&cfg)?;
         let local_addr = opened[0].local_addr;
@@ -244,6 +247,7 @@ impl Engine {
             buffer,
             backend: cfg.backend,
             inline,
+            _cpu_latency: cpu_latency,
         })
     }
 

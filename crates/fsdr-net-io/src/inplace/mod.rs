@@ -173,6 +173,8 @@ pub struct InPlaceReceiver<T, B> {
     stop_socket: Socket,
     local_addr: SocketAddr,
     buffer: BufferReport,
+    /// Held while the receiver lives ([`EngineConfig::cpu_latency`](crate::EngineConfig)).
+    _cpu_latency: Option<crate::cpu_latency::CpuLatencyRequest>,
     _items: PhantomData<fn() -> T>,
 }
 
@@ -251,6 +253,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             ));
         }
         ecfg.validate()?;
+        let cpu_latency = crate::cpu_latency::request(ecfg.cpu_latency)?;
         let addr = ecfg.socket.bind;
         let sock_err = |source| Error::Socket { addr, source };
         let opened = crate::socket::open_socket(&ecfg.socket, false).map_err(sock_err)?;
@@ -306,6 +309,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             stop_socket,
             local_addr: opened.local_addr,
             buffer: opened.buffer,
+            _cpu_latency: cpu_latency,
             _items: PhantomData,
         })
     }
