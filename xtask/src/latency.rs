@@ -43,8 +43,8 @@ pub struct LatencyArgs {
     #[arg(long)]
     pub read_time: bool,
     /// Tune the host for latency during the run: hold a CPU wake-up latency request of 0
-    /// (`/dev/cpu_dma_latency`: idle CPUs poll instead of halting) and, with --usrp, give
-    /// the receive thread SCHED_FIFO priority 50. Needs root.
+    /// (`/dev/cpu_dma_latency`: idle CPUs poll instead of halting). Needs root. (For a
+    /// real-time receive thread as well, add `-- --rx-priority 50` with --usrp.)
     #[arg(long)]
     pub low_latency: bool,
     /// Output folder for the trace, CSV and PNG.
@@ -160,9 +160,6 @@ pub fn run(args: LatencyArgs) -> Result<()> {
     }
     // Held until the traced program has ended: the request is machine-wide.
     let _cpu_latency = if args.low_latency {
-        if args.usrp {
-            cmd.args(["--rx-priority", "50"]);
-        }
         let r = fsdr_net_io::cpu_latency::CpuLatencyRequest::new(std::time::Duration::ZERO)
             .context("--low-latency: requesting a CPU wake-up latency of 0 (needs root)")?;
         eprintln!("xtask: idle CPUs poll for this run (CPU wake-up latency request of 0)");
