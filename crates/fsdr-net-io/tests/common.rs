@@ -14,6 +14,37 @@ pub fn engine(backend: Backend, format: Format) -> Engine {
     Engine::start(cfg).expect("engine starts")
 }
 
+/// Checks that the receiver `start` returns (configured with `cpu_latency: Some(ZERO)`) holds
+/// a CPU wake-up latency request of 0 from start to drop. Where the request is not permitted
+/// (not root), `start` must fail with `Error::CpuLatency`, whose message says so.
+pub fn check_holds_cpu_latency<T>(start: impl FnOnce() -> Result<T, fsdr_net_io::Error>) {
+    use fsdr_net_io::cpu_latency::current;
+    let Ok(before) = current() else {
+        println!("no /dev/cpu_dma_latency here");
+        return;
+    };
+    match start() {
+        Ok(receiver) => {
+            assert_eq!(
+                current().unwrap(),
+                Duration::ZERO,
+                "idle CPUs poll while it runs"
+            );
+            drop(receiver);
+            assert_eq!(
+                current().unwrap(),
+                before,
+                "the request ends with the receiver"
+            );
+        }
+        Err(e @ fsdr_net_io::Error::CpuLatency { .. }) => {
+            assert!(e.to_string().contains("root"), "{e}");
+            println!("not permitted here: {e}");
+        }
+        Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
 /// What a consumer saw.
 pub struct Received {
     pub seqs: Vec<u64>,

@@ -637,33 +637,9 @@ fn thread_options_pin_and_priority_errors_are_clear() {
 
 #[test]
 fn engine_holds_its_cpu_latency_request_while_it_runs() {
-    use fsdr_net_io::cpu_latency::current;
-    let Ok(before) = current() else {
-        println!("no /dev/cpu_dma_latency here");
-        return;
-    };
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.cpu_latency = Some(Duration::ZERO);
-    match Engine::start(cfg) {
-        Ok(engine) => {
-            assert_eq!(
-                current().unwrap(),
-                Duration::ZERO,
-                "idle CPUs poll while it runs"
-            );
-            drop(engine);
-            assert_eq!(
-                current().unwrap(),
-                before,
-                "the request ends with the engine"
-            );
-        }
-        Err(e @ Error::CpuLatency { .. }) => {
-            assert!(e.to_string().contains("root"), "{e}");
-            println!("not permitted here: {e}");
-        }
-        Err(e) => panic!("unexpected error {e}"),
-    }
+    check_holds_cpu_latency(|| Engine::start(cfg));
 }
 
 #[test]

@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+
 use fsdr_net_io::depacketizer::{DepacketizerConfig, DepacketizerStats, TagKind};
 use fsdr_net_io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Faults, Signal, ramp_index};
 use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
@@ -462,11 +464,6 @@ fn the_buffer_returned_last_is_filled_next_and_lending_is_bounded() {
 /// drop.
 #[test]
 fn in_place_receiver_holds_its_cpu_latency_request_while_it_runs() {
-    use fsdr_net_io::cpu_latency::current;
-    let Ok(before) = current() else {
-        println!("no /dev/cpu_dma_latency here");
-        return;
-    };
     let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     engine.backend = Backend::Recvmmsg;
     engine.format = Format::Seq64;
@@ -477,13 +474,5 @@ fn in_place_receiver_holds_its_cpu_latency_request_while_it_runs() {
         depacketizer: DepacketizerConfig::default(),
         buffers: 2,
     };
-    match InPlaceReceiver::<u8, Vec<u8>>::start(cfg) {
-        Ok(rx) => {
-            assert_eq!(current().unwrap(), Duration::ZERO);
-            drop(rx);
-            assert_eq!(current().unwrap(), before);
-        }
-        Err(e @ fsdr_net_io::Error::CpuLatency { .. }) => println!("not permitted here: {e}"),
-        Err(e) => panic!("unexpected error {e}"),
-    }
+    common::check_holds_cpu_latency(|| InPlaceReceiver::<u8, Vec<u8>>::start(cfg));
 }
