@@ -187,7 +187,7 @@ pub struct TuningArgs {
     #[arg(long)]
     pub normal_workers: bool,
     /// Give the receive threads SCHED_FIFO at this priority (1..=99; needs root or
-    /// CAP_SYS_NICE), as UHD's `set_thread_priority_safe` does for its streamers.
+    /// CAP_SYS_NICE), as UHD's example programs ask with `uhd::set_thread_priority_safe`.
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
     pub rx_priority: Option<i32>,
     /// While receiving, ask that idle CPUs wake within this many microseconds (0: keep them
