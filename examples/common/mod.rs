@@ -164,6 +164,10 @@ pub struct TuningArgs {
     /// Datagram slots of the engine (default: the engine's).
     #[arg(long)]
     pub slots: Option<usize>,
+    /// Size of the source's output buffer, in largest datagrams (per buffer for the
+    /// in-place source; default: the builder's, 16 and 64).
+    #[arg(long)]
+    pub buffer_datagrams: Option<usize>,
     /// Datagrams per receive call (default: the engine's).
     #[arg(long)]
     pub batch: Option<usize>,
@@ -204,8 +208,13 @@ impl TuningArgs {
         &self,
         b: fsdr_net::UdpSourceBuilder<T>,
     ) -> fsdr_net::UdpSourceBuilder<T> {
-        b.batch_workers(!self.normal_workers)
-            .configure(|c| self.apply(c))
+        let b = b
+            .batch_workers(!self.normal_workers)
+            .configure(|c| self.apply(c));
+        match self.buffer_datagrams {
+            Some(n) => b.buffer_datagrams(n),
+            None => b,
+        }
     }
 
     /// Applies the engine settings given on the command line.
