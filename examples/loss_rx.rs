@@ -253,8 +253,8 @@ fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
     Ok(flowgraph_outcome(args, bytes, fg.block(&src)?.stats()))
 }
 
-/// The in-place receiver alone: payload bytes land in 32 buffers of 64 datagrams each, which
-/// the main thread takes and gives straight back.
+/// The in-place receiver alone: payload bytes land in 32 buffers of 64 datagrams each (or
+/// `--buffer-datagrams`), which the main thread takes and gives straight back.
 fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
     use fsdr_net::io::depacketizer::DepacketizerConfig;
     use fsdr_net::io::inplace::{InPlaceConfig, InPlaceReceiver, Progress};
@@ -265,7 +265,11 @@ fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
     engine.slot_size = args.size.max(9000);
     args.tuning.apply(&mut engine);
     const BUFFERS: usize = 32;
-    let buffer_bytes = 64 * engine.slot_size;
+    let per_buffer = args.tuning.buffer_datagrams.unwrap_or(64);
+    if per_buffer == 0 {
+        bail!("--buffer-datagrams must be at least 1");
+    }
+    let buffer_bytes = per_buffer * engine.slot_size;
     let cfg = InPlaceConfig {
         engine,
         decoder: Decoder::<u8>::new(WireFormat::Plain)?,
