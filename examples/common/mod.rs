@@ -165,7 +165,8 @@ pub struct TuningArgs {
     #[arg(long)]
     pub slots: Option<usize>,
     /// Size of the source's output buffer, in largest datagrams (per buffer for the
-    /// in-place source; default: the builder's, 16 and 64).
+    /// in-place source, and for `loss_rx`'s in-place receivers; default: the builder's, 16
+    /// and 64).
     #[arg(long)]
     pub buffer_datagrams: Option<usize>,
     /// Datagrams per receive call (default: the engine's).
