@@ -1,6 +1,7 @@
 //! One receiver of the loss harness (`cargo xtask loss`): binds, prints `listening on ADDR`,
 //! receives one stream until it has been idle for `--idle` seconds, and prints one line of JSON
-//! with what it delivered, what was lost where, and the CPU time this process used.
+//! with what it delivered, what was lost where, and the CPU time this process used (in all, by
+//! `getrusage`, and by the threads' roles: receive threads, FutureSDR workers, main thread).
 //!
 //! Receivers:
 //! * `flowgraph-<backend>`: fsdr-net's `UdpSource` → counting sink in a FutureSDR flowgraph;
@@ -105,6 +106,9 @@ fn main() -> Result<()> {
     // Logs go to stderr: stdout carries the address line and the JSON result.
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
+    // Every 100 ms is enough: the run ends after `--idle` seconds without a datagram, so a
+    // thread that ends with it used next to nothing after its last sample.
+    let meter = fsdr_net::io::host::ThreadCpuMeter::start(Duration::from_millis(100))?;
     let (kind, backend) = match args.receiver.split_once('-') {
         Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
         Some(("inplace", "inline")) => ("inplace-inline", None),
@@ -126,6 +130,14 @@ fn main() -> Result<()> {
             args.receiver
         ),
     };
+    // Which thread reads the socket: its own receive thread, or the consumer's (the inline
+    // receivers and the reference), or FutureSDR's workers (its own source).
+    let reader = match kind {
+        "engine-inline" | "inplace-inline" | "recvmmsg" => "main",
+        "futuresdr" => "workers",
+        _ => "receive",
+    };
+    let threads = ThreadSplit::of(&meter.finish(), reader);
     let cpu = cpu_seconds();
     println!(
         "{}",
@@ -139,9 +151,50 @@ fn main() -> Result<()> {
             "cpu_seconds": cpu,
             "stats": outcome.stats,
             "copied_bytes": outcome.copied_bytes,
+            "threads": threads,
         })
     );
     Ok(())
+}
+
+/// Where the process's CPU time went, in CPU seconds by the threads' roles.
+#[derive(Debug, Default, serde::Serialize)]
+struct ThreadSplit {
+    /// fsdr-net's receive threads (`fsdr-net-rx*`).
+    receive: f64,
+    /// FutureSDR's smol workers (`smol-*`).
+    workers: f64,
+    /// The main thread: the consumer of the engine and in-place receivers, and the whole
+    /// receive loop of the inline receivers and of the recvmmsg reference.
+    main: f64,
+    /// Every other thread (the runtime's helpers, the meter itself).
+    other: f64,
+    /// Which of these reads the socket: `receive`, `main` or `workers`.
+    reader: &'static str,
+}
+
+impl ThreadSplit {
+    fn of(threads: &[fsdr_net::io::host::ThreadCpu], reader: &'static str) -> ThreadSplit {
+        let pid = std::process::id() as i32;
+        let mut split = ThreadSplit {
+            reader,
+            ..ThreadSplit::default()
+        };
+        for t in threads {
+            tracing::debug!(tid = t.tid, name = %t.name, seconds = t.seconds, "thread CPU");
+            let role = if t.tid == pid {
+                &mut split.main
+            } else if t.name.starts_with("fsdr-net-rx") {
+                &mut split.receive
+            } else if t.name.starts_with("smol-") {
+                &mut split.workers
+            } else {
+                &mut split.other
+            };
+            *role += t.seconds;
+        }
+        split
+    }
 }
 
 /// Announces the bound address on stdout; the harness starts the sender when it reads it.

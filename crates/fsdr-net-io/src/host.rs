@@ -6,7 +6,8 @@
 //! variable wake the same way as the meter's thread. When that thread wakes milliseconds late
 //! on an otherwise idle host, no receiver on that host can promise a sub-millisecond latency
 //! tail, and a loss that coincides with much steal time says more about the host than about
-//! the receiver. `usrp_rx` reports the steal time of its run; `cargo xtask host`,
+//! the receiver. [`ThreadCpuMeter`] shows where a process's CPU time went, thread by thread.
+//! `usrp_rx` reports the steal time of its run; `cargo xtask host`,
 //! `cargo xtask latency` and `cargo xtask loss` report these figures beside their own.
 //!
 //! ```
@@ -24,6 +25,7 @@
 //! assert!(steal.is_none_or(|s| (0.0..=1.0).contains(&s)));
 //! ```
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -197,6 +199,118 @@ impl HiccupMeter {
     }
 }
 
+/// CPU time one thread of this process used: user and system time together, as the kernel
+/// accounts it (`/proc/self/task/<tid>/schedstat`, nanoseconds on a CPU).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadCpu {
+    /// The thread's id (`gettid`); the process's main thread has the process's id.
+    pub tid: i32,
+    /// The thread's name (`/proc/self/task/<tid>/comm`), as last seen.
+    pub name: String,
+    /// CPU seconds, as of the last sample that found the thread.
+    pub seconds: f64,
+}
+
+/// Per-thread CPU time of this process over a measurement, sampled by a thread of its own:
+/// where a receiver's CPU goes (its receive thread, the FutureSDR workers, the main thread),
+/// without `perf`.
+///
+/// A thread is sampled every `every` while the meter runs and once more at
+/// [`finish`](Self::finish); a thread that ends between two samples loses what it used
+/// after the last one. The meter's own thread is reported too (`cpu-meter`; names are
+/// cut to 15 bytes by the kernel).
+///
+/// ```
+/// use std::time::Duration;
+/// use fsdr_net_io::host::ThreadCpuMeter;
+///
+/// let meter = ThreadCpuMeter::start(Duration::from_millis(100)).unwrap();
+/// // … the measurement: start a receiver, stream, stop it …
+/// let threads = meter.finish();
+/// let workers: f64 = threads
+///     .iter()
+///     .filter(|t| t.name.starts_with("smol-"))
+///     .map(|t| t.seconds)
+///     .sum();
+/// assert!(workers >= 0.0);
+/// assert!(threads.iter().any(|t| t.name == "cpu-meter"));
+/// ```
+pub struct ThreadCpuMeter {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<BTreeMap<i32, ThreadCpu>>,
+}
+
+impl ThreadCpuMeter {
+    /// Starts sampling every `every` (at least 1 ms).
+    pub fn start(every: Duration) -> std::io::Result<ThreadCpuMeter> {
+        let every = every.max(Duration::from_millis(1));
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("cpu-meter".into())
+            .spawn(move || {
+                let mut seen = BTreeMap::new();
+                loop {
+                    sample_threads(&mut seen);
+                    if flag.load(Ordering::Acquire) {
+                        return seen;
+                    }
+                    std::thread::park_timeout(every);
+                }
+            })?;
+        Ok(ThreadCpuMeter { stop, thread })
+    }
+
+    /// Takes a last sample and returns every thread seen, by thread id.
+    pub fn finish(self) -> Vec<ThreadCpu> {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        self.thread
+            .join()
+            .map(|seen| seen.into_values().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Reads every thread of this process into `seen` (threads that cannot be read, because
+/// they ended meanwhile, keep their last reading).
+fn sample_threads(seen: &mut BTreeMap<i32, ThreadCpu>) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let path = entry.path();
+        let Some(ns) = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|s| parse_schedstat(&s))
+        else {
+            continue;
+        };
+        let name = std::fs::read_to_string(path.join("comm"))
+            .map(|s| s.trim_end().to_string())
+            .unwrap_or_default();
+        let t = seen.entry(tid).or_insert_with(|| ThreadCpu {
+            tid,
+            name: String::new(),
+            seconds: 0.0,
+        });
+        t.name = name;
+        t.seconds = t.seconds.max(ns as f64 * 1e-9);
+    }
+}
+
+/// The time on a CPU, in nanoseconds, of a `schedstat` file (its first field).
+fn parse_schedstat(s: &str) -> Option<u64> {
+    s.split_whitespace().next()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +362,44 @@ mod tests {
         let empty = HostReport::from_lateness(0.0, None, Vec::new());
         assert_eq!((empty.wakeups, empty.max), (0, Duration::ZERO));
         assert!(empty.to_string().contains("steal unknown"));
+    }
+
+    #[test]
+    fn schedstat_gives_the_time_on_a_cpu() {
+        assert_eq!(parse_schedstat("356363669 121146 46\n"), Some(356_363_669));
+        assert_eq!(parse_schedstat(""), None);
+        assert_eq!(parse_schedstat("x 1 2"), None);
+    }
+
+    #[test]
+    fn the_thread_meter_sees_a_busy_thread_and_the_main_thread() {
+        let meter = ThreadCpuMeter::start(Duration::from_millis(5)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let busy = std::thread::Builder::new()
+            .name("meter-test-busy".into())
+            .spawn(move || {
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_millis(40) {
+                    std::hint::spin_loop();
+                }
+                // Stays alive until the meter has taken its last sample.
+                rx.recv().ok();
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        let threads = meter.finish();
+        tx.send(()).unwrap();
+        busy.join().unwrap();
+        let busy = threads
+            .iter()
+            .find(|t| t.name == "meter-test-busy")
+            .expect("the busy thread was sampled");
+        // It spun for 40 ms of wall time; on a busy host it may have had less CPU, never
+        // more than it ran.
+        assert!(busy.seconds > 0.0, "{busy:?}");
+        assert!(threads.iter().any(|t| t.name == "cpu-meter"));
+        let pid = std::process::id() as i32;
+        assert!(threads.iter().all(|t| t.tid > 0) && threads.iter().any(|t| t.tid != pid));
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! | [`send`] | batched, GSO-capable, paced sending; framing; io_uring sender |
 //! | [`emulator`] | a USRP in remote-streaming mode, with fault injection |
 //! | [`stats`] | the counters, declared once |
-//! | [`host`] | what the host did to a measurement: steal time, wake-up lateness |
+//! | [`host`] | what the host did to a measurement: steal time, wake-up lateness, CPU per thread |
 //! | [`cpu_latency`] | a CPU wake-up latency request (`/dev/cpu_dma_latency`) held while a receiver runs |
 //! | [`sys`] | every syscall, one module per concern |
 //!

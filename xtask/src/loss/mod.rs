@@ -136,12 +136,80 @@ struct Cell {
     /// Share of the machine's CPU time the hypervisor stole during the run (0..1): a run
     /// with much of it measured the host more than the receiver.
     steal: Option<f64>,
+    /// The receiver's CPU time by thread, when `loss_rx` reported it.
+    threads: Option<Threads>,
     /// CPU per GB as a multiple of the recvmmsg reference's in the same round (the median
     /// over rounds), when the reference ran.
     ratio: Option<f64>,
     /// Delivered rate as a multiple of the reference's in the same round (the median over
     /// rounds): what counts unpaced, where each receiver keeps what it can.
     delivered_ratio: Option<f64>,
+    /// CPU per GB of the thread that reads the socket as a multiple of the reference loop's
+    /// thread in the same round (the median over rounds).
+    reader_ratio: Option<f64>,
+}
+
+/// CPU seconds of one receiver run by the threads' roles (`loss_rx`'s `threads`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Threads {
+    /// fsdr-net's receive threads.
+    receive: f64,
+    /// FutureSDR's smol workers.
+    workers: f64,
+    /// The main thread (the consumer, or the whole loop of the inline receivers and the
+    /// reference).
+    main: f64,
+    /// Every other thread.
+    other: f64,
+    /// The role whose thread reads the socket.
+    reader: Reader,
+}
+
+/// Which of a receiver's threads reads the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    /// fsdr-net's own receive threads.
+    Receive,
+    /// The main thread: the inline receivers and the reference loop.
+    Main,
+    /// FutureSDR's workers (FutureSDR's own `UdpSource`), shared with the rest of the
+    /// flowgraph.
+    Workers,
+}
+
+impl Threads {
+    fn parse(v: &Value) -> Option<Threads> {
+        let f = |k: &str| v[k].as_f64();
+        Some(Threads {
+            receive: f("receive")?,
+            workers: f("workers")?,
+            main: f("main")?,
+            other: f("other")?,
+            reader: match v["reader"].as_str()? {
+                "receive" => Reader::Receive,
+                "main" => Reader::Main,
+                "workers" => Reader::Workers,
+                _ => return None,
+            },
+        })
+    }
+
+    /// CPU seconds of the threads that read the socket.
+    fn reader(&self) -> f64 {
+        match self.reader {
+            Reader::Receive => self.receive,
+            Reader::Main => self.main,
+            Reader::Workers => self.workers,
+        }
+    }
+
+    /// CPU seconds of the workers where they do not read the socket themselves.
+    fn workers_apart(&self) -> f64 {
+        match self.reader {
+            Reader::Workers => 0.0,
+            _ => self.workers,
+        }
+    }
 }
 
 impl Cell {
@@ -177,6 +245,33 @@ impl Cell {
         self.offered_mbps * self.success()
     }
 
+    /// CPU seconds per GB delivered of some of the receiver's threads.
+    fn per_gb(&self, seconds: f64) -> f64 {
+        if self.bytes == 0 {
+            f64::NAN
+        } else {
+            seconds / (self.bytes as f64 / 1e9)
+        }
+    }
+
+    /// CPU per GB of the thread that reads the socket ([`Threads::reader`]).
+    fn reader_per_gb(&self) -> f64 {
+        self.threads.map_or(f64::NAN, |t| self.per_gb(t.reader()))
+    }
+
+    /// CPU per GB of the FutureSDR workers.
+    fn workers_per_gb(&self) -> f64 {
+        self.threads
+            .map_or(f64::NAN, |t| self.per_gb(t.workers_apart()))
+    }
+
+    /// The workers' CPU microseconds per wake-up of the consumer (the hand-overs).
+    fn workers_per_wakeup_us(&self) -> Option<f64> {
+        let w = self.wakeups.filter(|&w| w > 0)?;
+        let t = self.threads.filter(|t| t.workers_apart() > 0.0)?;
+        Some(t.workers_apart() / w as f64 * 1e6)
+    }
+
     fn cpu_per_gb(&self) -> f64 {
         if self.bytes == 0 {
             f64::NAN
@@ -210,6 +305,14 @@ impl Cell {
             "copied_bytes": self.copied_bytes,
             "copied_bytes_per_gb": self.copied_per_gb(),
             "steal": self.steal,
+            "threads": self.threads.map(|t| json!({
+                "receive": t.receive, "workers": t.workers, "main": t.main, "other": t.other,
+                "reader": format!("{:?}", t.reader).to_lowercase(),
+            })),
+            "reader_cpu_seconds_per_gb": self.threads.map(|_| self.reader_per_gb()),
+            "reader_ratio_to_reference": self.reader_ratio,
+            "workers_cpu_seconds_per_gb": self.threads.map(|_| self.workers_per_gb()),
+            "workers_us_per_wakeup": self.workers_per_wakeup_us(),
         })
     }
 }
@@ -364,8 +467,10 @@ impl Harness {
             paused: stat("paused"),
             copied_bytes: got["copied_bytes"].as_u64(),
             steal,
+            threads: Threads::parse(&got["threads"]),
             ratio: None,
             delivered_ratio: None,
+            reader_ratio: None,
         })
     }
 
@@ -388,10 +493,12 @@ impl Harness {
         };
         let ratio = median_ratio(Cell::cpu_per_gb);
         let delivered_ratio = median_ratio(Cell::delivered_mbps);
+        let reader_ratio = median_ratio(Cell::reader_per_gb);
         runs.sort_by(|a, b| a.cpu_per_gb().total_cmp(&b.cpu_per_gb()));
         let mut c = runs.swap_remove(runs.len() / 2);
         c.ratio = ratio;
         c.delivered_ratio = delivered_ratio;
+        c.reader_ratio = reader_ratio;
         c
     }
 
@@ -621,6 +728,33 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
                         c.copied_per_gb()
                             .map_or("-".into(), |x| format!("{:.2e}", x)),
                     )
+                })
+            },
+        );
+        table(
+            "CPU-s/GB by thread: the thread that reads the socket (× the reference loop's thread, median of the rounds' ratios) · FutureSDR's workers (µs per wake-up) · the rest of the process",
+            &receivers,
+            &rates,
+            |recv, r| {
+                find(recv, r).map_or("-".into(), |c| match c.threads {
+                    None => "-".into(),
+                    Some(t) => {
+                        let x = c
+                            .reader_ratio
+                            .map_or(String::new(), |x| format!(" ({x:.2}×)"));
+                        let w = c
+                            .workers_per_wakeup_us()
+                            .map_or(String::new(), |us| format!(" ({us:.1} µs)"));
+                        let rest = t.receive + t.workers + t.main + t.other
+                            - t.reader()
+                            - t.workers_apart();
+                        format!(
+                            "{:.2}{x} · {:.2}{w} · {:.2}",
+                            c.reader_per_gb(),
+                            c.workers_per_gb(),
+                            c.per_gb(rest)
+                        )
+                    }
                 })
             },
         );

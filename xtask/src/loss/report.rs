@@ -36,11 +36,12 @@ pub(super) fn table(
 /// Every cell as a line of CSV.
 pub(super) fn write_csv(path: &Path, cells: &[Cell]) -> Result<()> {
     let mut s = String::from(
-        "receiver,rate,offered_mbps,sent,delivered,success,kernel_drops,overflows,malformed,send_errors,cpu_seconds,cpu_seconds_per_gb,steal\n",
+        "receiver,rate,offered_mbps,sent,delivered,success,kernel_drops,overflows,malformed,send_errors,cpu_seconds,cpu_seconds_per_gb,steal,reader_cpu_seconds_per_gb,workers_cpu_seconds_per_gb\n",
     );
+    let opt = |c: &Cell, v: f64| c.threads.map_or(String::new(), |_| format!("{v:.4}"));
     for c in cells {
         s += &format!(
-            "{},{},{:.3},{},{},{:.6},{},{},{},{},{:.4},{:.4},{}\n",
+            "{},{},{:.3},{},{},{:.6},{},{},{},{},{:.4},{:.4},{},{},{}\n",
             c.receiver,
             c.rate.label(),
             c.offered_mbps,
@@ -54,6 +55,8 @@ pub(super) fn write_csv(path: &Path, cells: &[Cell]) -> Result<()> {
             c.cpu_seconds,
             c.cpu_per_gb(),
             c.steal.map_or(String::new(), |s| format!("{s:.4}")),
+            opt(c, c.reader_per_gb()),
+            opt(c, c.workers_per_gb()),
         );
     }
     std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
@@ -93,6 +96,7 @@ pub(super) fn plot(
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Reader, Threads};
     use super::*;
 
     #[test]
@@ -123,12 +127,47 @@ mod tests {
             paused: Some(0),
             copied_bytes: Some(2_000_000_000),
             steal: Some(0.05),
+            threads: Some(Threads {
+                receive: 0.3,
+                workers: 0.15,
+                main: 0.04,
+                other: 0.01,
+                reader: Reader::Receive,
+            }),
             ratio: None,
             delivered_ratio: None,
+            reader_ratio: None,
         };
         assert!((c.success() - 0.999).abs() < 1e-12);
         assert!(!c.lossless());
         assert!((c.cpu_per_gb() - 0.25).abs() < 1e-12);
+        // By thread: the receive thread reads the socket; the workers' cost per hand-over.
+        assert!((c.reader_per_gb() - 0.15).abs() < 1e-12);
+        assert!((c.workers_per_gb() - 0.075).abs() < 1e-12);
+        assert!((c.workers_per_wakeup_us().unwrap() - 15_000.0).abs() < 1e-6);
+        let inline = Threads {
+            receive: 0.0,
+            reader: Reader::Main,
+            ..c.threads.unwrap()
+        };
+        assert_eq!(inline.reader(), 0.04);
+        // FutureSDR's own source reads on the workers: they count as the reader, not apart.
+        let futuresdr = Threads {
+            reader: Reader::Workers,
+            ..c.threads.unwrap()
+        };
+        assert_eq!((futuresdr.reader(), futuresdr.workers_apart()), (0.15, 0.0));
+        let parsed = Threads::parse(&serde_json::json!({
+            "receive": 0.3, "workers": 0.15, "main": 0.04, "other": 0.01, "reader": "receive"
+        }));
+        assert_eq!(parsed, c.threads);
+        assert_eq!(Threads::parse(&serde_json::Value::Null), None);
+        assert_eq!(
+            Threads::parse(&serde_json::json!({
+                "receive": 0.3, "workers": 0.15, "main": 0.04, "other": 0.01, "reader": "gpu"
+            })),
+            None
+        );
 
         // Ratios to the reference are taken round by round, then the median.
         let run = |offered: f64, cpu: f64| Cell {
