@@ -35,6 +35,52 @@ pub fn receivers() -> Vec<String> {
         .collect()
 }
 
+/// One receiver of the sweep as given: `loss_rx`'s receiver and the options it runs with.
+#[derive(Debug, Clone, PartialEq)]
+struct ReceiverSpec {
+    /// `loss_rx --receiver`.
+    name: String,
+    /// Further `loss_rx` arguments.
+    args: Vec<String>,
+}
+
+impl ReceiverSpec {
+    /// `engine-mio+gro`, `flowgraph-inplace:coalesce-us=1000:gro`.
+    fn parse(spec: &str) -> Result<ReceiverSpec> {
+        let mut parts = spec.split(':');
+        let first = parts.next().unwrap_or_default();
+        let (name, gro) = match first.strip_suffix("+gro") {
+            Some(name) => (name, true),
+            None => (first, false),
+        };
+        if name.is_empty() {
+            bail!("receiver {spec:?}: no receiver name");
+        }
+        let mut args = Vec::new();
+        if gro {
+            args.push("--gro".to_string());
+        }
+        for opt in parts {
+            let (flag, value) = match opt.split_once('=') {
+                Some((f, v)) => (f, Some(v)),
+                None => (opt, None),
+            };
+            if flag.is_empty() || flag.starts_with('-') || flag == "receiver" {
+                bail!(
+                    "receiver {spec:?}: option {opt:?} should read `name=value` or `name` \
+                     (a loss_rx option without its dashes, not --receiver)"
+                );
+            }
+            args.push(format!("--{flag}"));
+            args.extend(value.map(String::from));
+        }
+        Ok(ReceiverSpec {
+            name: name.to_string(),
+            args,
+        })
+    }
+}
+
 /// What `cargo xtask loss` was asked for.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LossArgs {
@@ -52,7 +98,10 @@ pub struct LossArgs {
     #[arg(long, default_value_t = 8000)]
     pub size: usize,
     /// Receivers (default: every one), comma-separated; `+gro` after an fsdr-net receiver of
-    /// the mio or reuseport backend turns UDP GRO on (`engine-mio+gro`).
+    /// the mio or reuseport backend turns UDP GRO on (`engine-mio+gro`). Options of
+    /// `loss_rx` follow a receiver after colons, so that one sweep can compare settings:
+    /// `flowgraph-inplace:coalesce-us=1000:coalesce-frames=512` runs it with
+    /// `--coalesce-us 1000 --coalesce-frames 512`; a flag without `=` is passed alone.
     #[arg(long, value_delimiter = ',')]
     pub receivers: Vec<String>,
     /// Also find each receiver's highest zero-loss rate by bisection.
@@ -375,15 +424,9 @@ impl Harness {
     /// Runs one receiver at one rate for `seconds`.
     fn cell(&self, receiver: &str, rate: Rate, seconds: f64) -> Result<Cell> {
         let mut rx = Command::new("target/release/examples/loss_rx");
-        // `engine-mio+gro`: the receiver with UDP GRO on.
-        let (name, gro) = match receiver.strip_suffix("+gro") {
-            Some(name) => (name, true),
-            None => (receiver, false),
-        };
-        rx.args(["--receiver", name, "--format", self.format.name()]);
-        if gro {
-            rx.arg("--gro");
-        }
+        let spec = ReceiverSpec::parse(receiver)?;
+        rx.args(["--receiver", &spec.name, "--format", self.format.name()])
+            .args(&spec.args);
         if let Some(w) = self.workers {
             rx.args(["--workers", &w.to_string()]);
         }
@@ -567,6 +610,10 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
     } else {
         args.receivers.clone()
     };
+    // A misspelt receiver option fails here, not after the sweep's first rounds.
+    for r in &receivers {
+        ReceiverSpec::parse(r)?;
+    }
     build()?;
     let h = Harness::new(args.clone())?;
     let runs = args.runs.max(1);

@@ -108,6 +108,40 @@ mod tests {
     }
 
     #[test]
+    fn receiver_specs_carry_loss_rx_options() {
+        use super::super::ReceiverSpec;
+        let spec = |s: &str| ReceiverSpec::parse(s).unwrap();
+        assert_eq!(spec("recvmmsg").name, "recvmmsg");
+        assert!(spec("recvmmsg").args.is_empty());
+        assert_eq!(spec("engine-mio+gro").args, ["--gro"]);
+        let s = spec("flowgraph-inplace:coalesce-us=1000:coalesce-frames=512:normal-workers");
+        assert_eq!(s.name, "flowgraph-inplace");
+        assert_eq!(
+            s.args,
+            [
+                "--coalesce-us",
+                "1000",
+                "--coalesce-frames",
+                "512",
+                "--normal-workers"
+            ]
+        );
+        assert_eq!(
+            spec("engine-reuseport+gro:batch=32").args,
+            ["--gro", "--batch", "32"]
+        );
+        for bad in [
+            "",
+            ":gro",
+            "engine-mio:",
+            "engine-mio:--gro",
+            "x:receiver=y",
+        ] {
+            assert!(ReceiverSpec::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn success_and_cost() {
         let c = Cell {
             receiver: "x".into(),
