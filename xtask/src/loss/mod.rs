@@ -124,12 +124,25 @@ pub struct LossArgs {
     /// core, which is what every user gets.
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Leave out of the ratios to the reference every round in which the receiver's run or
+    /// the reference's had more than this share of the machine's CPU time stolen by the host
+    /// (percent; default: keep every round). The tables say how many rounds were kept.
+    #[arg(long, value_parser = parse_percent)]
+    pub max_steal: Option<f64>,
     /// Print JSON instead of the tables.
     #[arg(long)]
     pub json: bool,
     /// Output folder for the CSV and PNG.
     #[arg(long, default_value = "target/fsdr-net")]
     pub out: PathBuf,
+}
+
+/// A percentage (0..=100) as a share (0..=1).
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p / 100.0),
+        _ => Err(format!("{s:?} is not a percentage from 0 to 100")),
+    }
 }
 
 /// An offered rate: MB/s, or as fast as the sender goes.
@@ -196,6 +209,10 @@ struct Cell {
     /// CPU per GB of the thread that reads the socket as a multiple of the reference loop's
     /// thread in the same round (the median over rounds).
     reader_ratio: Option<f64>,
+    /// Rounds whose ratios count (`--max-steal` leaves out the others), of `rounds`.
+    ratio_rounds: usize,
+    /// Rounds run.
+    rounds: usize,
 }
 
 /// CPU seconds of one receiver run by the threads' roles (`loss_rx`'s `threads`).
@@ -321,6 +338,16 @@ impl Cell {
         Some(t.workers_apart() / w as f64 * 1e6)
     }
 
+    /// `, 2 of 3 rounds` when `--max-steal` left rounds out of the ratios (empty otherwise,
+    /// and for the reference itself).
+    fn kept_rounds(&self) -> String {
+        if self.ratio_rounds < self.rounds && self.receiver != "recvmmsg" {
+            format!(", {} of {} rounds", self.ratio_rounds, self.rounds)
+        } else {
+            String::new()
+        }
+    }
+
     fn cpu_per_gb(&self) -> f64 {
         if self.bytes == 0 {
             f64::NAN
@@ -344,6 +371,8 @@ impl Cell {
             "cpu_seconds": self.cpu_seconds,
             "cpu_seconds_per_gb": self.cpu_per_gb(),
             "cpu_ratio_to_reference": self.ratio,
+            "ratio_rounds": self.ratio_rounds,
+            "rounds": self.rounds,
             "delivered_ratio_to_reference": self.delivered_ratio,
             "received": self.received,
             "recv_calls": self.recv_calls,
@@ -514,34 +543,55 @@ impl Harness {
             ratio: None,
             delivered_ratio: None,
             reader_ratio: None,
+            ratio_rounds: 0,
+            rounds: 1,
         })
     }
 
     /// Of one cell's runs, the one with the median CPU per GB; its ratio to the reference is
     /// the median of the ratios each run had to the reference run of its own round (`refs`,
     /// round by round), so that a slow spell of the machine moves both sides of a ratio.
-    fn median_cell(mut runs: Vec<Cell>, refs: Option<&[Cell]>) -> Cell {
+    ///
+    /// With `max_steal`, a round in which this run or the reference's had more steal time
+    /// is left out of the ratios, and the run reported is the median of the calm ones
+    /// (of all, when none was calm).
+    fn median_cell(mut runs: Vec<Cell>, refs: Option<&[Cell]>, max_steal: Option<f64>) -> Cell {
+        let calm = |c: &Cell| match (max_steal, c.steal) {
+            (Some(max), Some(s)) => s <= max,
+            _ => true,
+        };
+        let pairs: Vec<(&Cell, &Cell)> = refs
+            .map(|refs| {
+                runs.iter()
+                    .zip(refs)
+                    .filter(|(c, r)| calm(c) && calm(r))
+                    .collect()
+            })
+            .unwrap_or_default();
         let median_ratio = |f: fn(&Cell) -> f64| {
-            let mut ratios: Vec<f64> = refs
-                .map(|refs| {
-                    runs.iter()
-                        .zip(refs)
-                        .map(|(c, r)| f(c) / f(r))
-                        .filter(|x| x.is_finite())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let mut ratios: Vec<f64> = pairs
+                .iter()
+                .map(|(c, r)| f(c) / f(r))
+                .filter(|x| x.is_finite())
+                .collect();
             ratios.sort_by(f64::total_cmp);
             (!ratios.is_empty()).then(|| ratios[ratios.len() / 2])
         };
         let ratio = median_ratio(Cell::cpu_per_gb);
         let delivered_ratio = median_ratio(Cell::delivered_mbps);
         let reader_ratio = median_ratio(Cell::reader_per_gb);
+        let ratio_rounds = pairs.len();
+        let rounds = runs.len();
+        if runs.iter().any(calm) {
+            runs.retain(calm);
+        }
         runs.sort_by(|a, b| a.cpu_per_gb().total_cmp(&b.cpu_per_gb()));
         let mut c = runs.swap_remove(runs.len() / 2);
         c.ratio = ratio;
         c.delivered_ratio = delivered_ratio;
         c.reader_ratio = reader_ratio;
+        c.ratio_rounds = ratio_rounds;
+        c.rounds = rounds;
         c
     }
 
@@ -674,7 +724,11 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
     for per_rate in &mut all {
         let refs: Option<Vec<Cell>> = reference.map(|x| per_rate[x].clone());
         for runs in per_rate.iter_mut() {
-            cells.push(Harness::median_cell(std::mem::take(runs), refs.as_deref()));
+            cells.push(Harness::median_cell(
+                std::mem::take(runs),
+                refs.as_deref(),
+                args.max_steal,
+            ));
         }
     }
     let mut maxes = Vec::new();
@@ -719,6 +773,12 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
                     .to_string())
         );
         println!("{steal_line}");
+        if let Some(max) = args.max_steal {
+            println!(
+                "ratios to the reference from the rounds in which both runs had at most {:.1}% steal",
+                100.0 * max
+            );
+        }
         table(
             "Delivered (% of sent, by sequence-numbered datagrams; unpaced: × the recvmmsg reference's delivered rate, the median of each run's ratio to the reference run of its round)",
             &receivers,
@@ -727,7 +787,7 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
                 find(recv, r).map_or("-".into(), |c| {
                     if let Rate::Unpaced = r {
                         let x = c.delivered_ratio.map_or(String::new(), |x| {
-                            format!(" ({x:.2}× the reference's rate)")
+                            format!(" ({x:.2}× the reference's rate{})", c.kept_rounds())
                         });
                         format!(
                             "{:.2}% of {:.0} MB/s{x}",
@@ -755,9 +815,13 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             &receivers,
             &rates,
             |recv, r| {
-                find(recv, r).map_or("-".into(), |c| match c.ratio {
-                    Some(x) => format!("{:.2} ({x:.2}×)", c.cpu_per_gb()),
-                    None => format!("{:.2}", c.cpu_per_gb()),
+                find(recv, r).map_or("-".into(), |c| {
+                    let kept = c.kept_rounds();
+                    match c.ratio {
+                        Some(x) => format!("{:.2} ({x:.2}×{kept})", c.cpu_per_gb()),
+                        None if kept.is_empty() => format!("{:.2}", c.cpu_per_gb()),
+                        None => format!("{:.2} (no ratio{kept})", c.cpu_per_gb()),
+                    }
                 })
             },
         );

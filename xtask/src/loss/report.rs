@@ -96,7 +96,7 @@ pub(super) fn plot(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Reader, Threads};
+    use super::super::{Reader, Threads, parse_percent};
     use super::*;
 
     #[test]
@@ -171,6 +171,8 @@ mod tests {
             ratio: None,
             delivered_ratio: None,
             reader_ratio: None,
+            ratio_rounds: 0,
+            rounds: 1,
         };
         assert!((c.success() - 0.999).abs() < 1e-12);
         assert!(!c.lossless());
@@ -211,11 +213,45 @@ mod tests {
         };
         let runs = vec![run(100.0, 0.5), run(50.0, 1.0), run(90.0, 0.6)];
         let refs = vec![run(100.0, 0.4), run(100.0, 0.5), run(45.0, 0.3)];
-        let m = Harness::median_cell(runs, Some(&refs));
+        let m = Harness::median_cell(runs.clone(), Some(&refs), None);
         // Delivered rate: 1.0, 0.5, 2.0 → 1.0; CPU: 1.25, 2.0, 2.0 → 2.0.
         assert!((m.delivered_ratio.unwrap() - 1.0).abs() < 1e-12);
         assert!((m.ratio.unwrap() - 2.0).abs() < 1e-12);
-        let alone = Harness::median_cell(vec![run(1.0, 1.0)], None);
+        assert_eq!(
+            (m.ratio_rounds, m.rounds, m.kept_rounds()),
+            (3, 3, String::new())
+        );
+        let alone = Harness::median_cell(vec![run(1.0, 1.0)], None, None);
         assert_eq!((alone.ratio, alone.delivered_ratio), (None, None));
+
+        // --max-steal 10%: the second round's reference had 20% stolen, so that round's
+        // ratios (2.0 and 0.5) are left out; of the rest, CPU 1.25 and 2.0 → 2.0 (the upper
+        // median), delivered 1.0 and 2.0 → 2.0.
+        let mut refs = refs;
+        refs[1].steal = Some(0.2);
+        let m = Harness::median_cell(runs.clone(), Some(&refs), Some(0.1));
+        assert_eq!((m.ratio_rounds, m.rounds), (2, 3));
+        assert_eq!(m.kept_rounds(), ", 2 of 3 rounds");
+        assert!((m.ratio.unwrap() - 2.0).abs() < 1e-12);
+        assert!((m.delivered_ratio.unwrap() - 2.0).abs() < 1e-12);
+        // A stolen run of the receiver itself is not the one reported either.
+        let mut stolen = runs;
+        stolen[1].steal = Some(0.5);
+        let m = Harness::median_cell(stolen, Some(&refs), Some(0.1));
+        assert_ne!(m.steal, Some(0.5));
+        assert_eq!(m.ratio_rounds, 2);
+        // No calm round: no ratio, and the tables say so.
+        let all_stolen: Vec<Cell> = refs
+            .iter()
+            .map(|r| Cell {
+                steal: Some(0.3),
+                ..r.clone()
+            })
+            .collect();
+        let m = Harness::median_cell(all_stolen.clone(), Some(&all_stolen), Some(0.1));
+        assert_eq!((m.ratio, m.ratio_rounds), (None, 0));
+        assert_eq!(parse_percent("5"), Ok(0.05));
+        assert_eq!(parse_percent("12.5%"), Ok(0.125));
+        assert!(parse_percent("101").is_err() && parse_percent("x").is_err());
     }
 }
