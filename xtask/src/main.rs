@@ -6,8 +6,11 @@
 //!   with warnings as errors, and the loom models.
 //! * `cargo xtask fuzz --seconds S`: runs every `cargo fuzz` target for S seconds from a seed
 //!   corpus of valid packets emitted by `fsdr-net-io` (installs cargo-fuzz when missing).
-//! * `cargo xtask loss [--seconds S] [--rates 100,200,400,800,unpaced] [--find-max]`: what each
-//!   receiver keeps of a paced stream at each offered rate, as tables, CSV and PNG.
+//! * `cargo xtask loss [--seconds S] [--rates 100,200,400,800,unpaced] [--find-max]
+//!   [--max-steal PCT]`: what each receiver keeps of a paced stream at each offered rate and
+//!   what it costs (CPU per GB in all and by thread, against the bare recvmmsg loop of the same
+//!   round), as tables, CSV and PNG. A receiver can carry `loss_rx` options
+//!   (`flowgraph-inplace:coalesce-us=1000`).
 //! * `cargo xtask latency --pipes P --stages S [--granularity G] [--scheduler smol|flow]`:
 //!   records an LTTng trace of `examples/latency.rs` and prints p50/p99 per pipe (`--usrp`:
 //!   network arrival to sink through `usrp_rx`).
