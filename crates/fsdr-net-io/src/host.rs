@@ -372,7 +372,7 @@ mod tests {
     }
 
     #[test]
-    fn the_thread_meter_sees_a_busy_thread_and_the_main_thread() {
+    fn the_thread_meter_sees_every_thread_by_name() {
         let meter = ThreadCpuMeter::start(Duration::from_millis(5)).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let busy = std::thread::Builder::new()
@@ -394,12 +394,12 @@ mod tests {
             .iter()
             .find(|t| t.name == "meter-test-busy")
             .expect("the busy thread was sampled");
-        // It spun for 40 ms of wall time; on a busy host it may have had less CPU, never
-        // more than it ran.
+        // It spun for 40 ms of wall time (on a busy host with less CPU than that).
         assert!(busy.seconds > 0.0, "{busy:?}");
         assert!(threads.iter().any(|t| t.name == "cpu-meter"));
+        // The process's main thread (the test harness's) has the process's id.
         let pid = std::process::id() as i32;
-        assert!(threads.iter().all(|t| t.tid > 0) && threads.iter().any(|t| t.tid != pid));
+        assert!(threads.iter().any(|t| t.tid == pid), "{threads:?}");
     }
 
     #[test]

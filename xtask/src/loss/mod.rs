@@ -580,8 +580,9 @@ impl Harness {
         let ratio = median_ratio(Cell::cpu_per_gb);
         let delivered_ratio = median_ratio(Cell::delivered_mbps);
         let reader_ratio = median_ratio(Cell::reader_per_gb);
-        let ratio_rounds = pairs.len();
         let rounds = runs.len();
+        // Without a reference there is no ratio to leave rounds out of.
+        let ratio_rounds = if refs.is_some() { pairs.len() } else { rounds };
         if runs.iter().any(calm) {
             runs.retain(calm);
         }

@@ -223,6 +223,9 @@ mod tests {
         );
         let alone = Harness::median_cell(vec![run(1.0, 1.0)], None, None);
         assert_eq!((alone.ratio, alone.delivered_ratio), (None, None));
+        // No reference in the sweep: nothing was left out.
+        let alone = Harness::median_cell(vec![run(1.0, 1.0)], None, Some(0.01));
+        assert_eq!(alone.kept_rounds(), "");
 
         // --max-steal 10%: the second round's reference had 20% stolen, so that round's
         // ratios (2.0 and 0.5) are left out; of the rest, CPU 1.25 and 2.0 → 2.0 (the upper
