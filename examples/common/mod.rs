@@ -158,7 +158,9 @@ pub struct TuningArgs {
     /// receive call); default: the engine's (adaptive, 50 µs / 64 datagrams).
     #[arg(long, value_parser = parse_f64)]
     pub coalesce_us: Option<f64>,
-    /// With --coalesce-us: wake at once when this many datagrams wait.
+    /// With --coalesce-us: wake at once when this many datagrams wait. Raise it with a longer
+    /// --coalesce-us, or these 64 decide (64 datagrams of 1472 B arrive in about 240 µs at
+    /// 393 MB/s).
     #[arg(long, default_value_t = 64)]
     pub coalesce_frames: usize,
     /// Datagram slots of the engine (default: the engine's).
