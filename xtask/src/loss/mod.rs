@@ -243,6 +243,19 @@ enum Reader {
     Workers,
 }
 
+impl Reader {
+    const ALL: [Reader; 3] = [Reader::Receive, Reader::Main, Reader::Workers];
+
+    /// The role's name in `loss_rx`'s JSON.
+    fn name(self) -> &'static str {
+        match self {
+            Reader::Receive => "receive",
+            Reader::Main => "main",
+            Reader::Workers => "workers",
+        }
+    }
+}
+
 impl Threads {
     fn parse(v: &Value) -> Option<Threads> {
         let f = |k: &str| v[k].as_f64();
@@ -251,12 +264,9 @@ impl Threads {
             workers: f("workers")?,
             main: f("main")?,
             other: f("other")?,
-            reader: match v["reader"].as_str()? {
-                "receive" => Reader::Receive,
-                "main" => Reader::Main,
-                "workers" => Reader::Workers,
-                _ => return None,
-            },
+            reader: Reader::ALL
+                .into_iter()
+                .find(|r| Some(r.name()) == v["reader"].as_str())?,
         })
     }
 
@@ -385,7 +395,7 @@ impl Cell {
             "steal": self.steal,
             "threads": self.threads.map(|t| json!({
                 "receive": t.receive, "workers": t.workers, "main": t.main, "other": t.other,
-                "reader": format!("{:?}", t.reader).to_lowercase(),
+                "reader": t.reader.name(),
             })),
             "reader_cpu_seconds_per_gb": self.threads.map(|_| self.reader_per_gb()),
             "reader_ratio_to_reference": self.reader_ratio,
