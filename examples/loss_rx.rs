@@ -184,7 +184,10 @@ impl ThreadSplit {
             tracing::debug!(tid = t.tid, name = %t.name, seconds = t.seconds, "thread CPU");
             let role = if t.tid == pid {
                 &mut split.main
-            } else if t.name.starts_with("fsdr-net-rx") {
+            } else if t
+                .name
+                .starts_with(fsdr_net::io::engine::RECEIVE_THREAD_PREFIX)
+            {
                 &mut split.receive
             } else if t.name.starts_with("smol-") {
                 &mut split.workers

@@ -59,6 +59,15 @@ pub use datagram::{Arrival, Clocks, Datagram, DatagramMeta, Gap, StreamKey};
 pub(crate) use slots::Recycled;
 pub(crate) use worker::{setup_thread, spawn_receive_thread};
 
+/// How every receive thread's name starts (`fsdr-net-rx0`, `fsdr-net-rx1`, …; the in-place
+/// receiver's too): what `ps -L`, `perf --per-thread` and
+/// [`host::ThreadCpuMeter`](crate::host::ThreadCpuMeter) show for them.
+///
+/// ```
+/// assert_eq!(fsdr_net_io::engine::RECEIVE_THREAD_PREFIX, "fsdr-net-rx");
+/// ```
+pub const RECEIVE_THREAD_PREFIX: &str = "fsdr-net-rx";
+
 use backend::Stopper;
 use consumer::Consumer;
 use inline::Inline;

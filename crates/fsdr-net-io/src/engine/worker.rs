@@ -505,7 +505,7 @@ pub(crate) fn spawn_receive_thread(
     let opts = opts.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
     let handle = std::thread::Builder::new()
-        .name(format!("fsdr-net-rx{index}"))
+        .name(format!("{}{index}", super::RECEIVE_THREAD_PREFIX))
         .spawn(move || {
             let setup = setup_thread(&opts, index);
             let ok = setup.is_ok();
