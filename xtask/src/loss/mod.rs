@@ -909,3 +909,48 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
     }
     plotted.map_err(Into::into)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receiver_specs_carry_loss_rx_options() {
+        let spec = |s: &str| ReceiverSpec::parse(s).unwrap();
+        assert_eq!(spec("recvmmsg").name, "recvmmsg");
+        assert!(spec("recvmmsg").args.is_empty());
+        assert_eq!(spec("engine-mio+gro").args, ["--gro"]);
+        let s = spec("flowgraph-inplace:coalesce-us=1000:coalesce-frames=512:normal-workers");
+        assert_eq!(s.name, "flowgraph-inplace");
+        assert_eq!(
+            s.args,
+            [
+                "--coalesce-us",
+                "1000",
+                "--coalesce-frames",
+                "512",
+                "--normal-workers"
+            ]
+        );
+        assert_eq!(
+            spec("engine-reuseport+gro:batch=32").args,
+            ["--gro", "--batch", "32"]
+        );
+        for bad in [
+            "",
+            ":gro",
+            "engine-mio:",
+            "engine-mio:--gro",
+            "x:receiver=y",
+        ] {
+            assert!(ReceiverSpec::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn steal_limits_are_percentages() {
+        assert_eq!(parse_percent("5"), Ok(0.05));
+        assert_eq!(parse_percent("12.5%"), Ok(0.125));
+        assert!(parse_percent("101").is_err() && parse_percent("x").is_err());
+    }
+}

@@ -96,7 +96,7 @@ pub(super) fn plot(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Reader, Threads, parse_percent};
+    use super::super::{Reader, Threads};
     use super::*;
 
     #[test]
@@ -105,40 +105,6 @@ mod tests {
         assert_eq!(Rate::parse(" unpaced").unwrap(), Rate::Unpaced);
         assert!(Rate::parse("-1").is_err());
         assert!(Rate::parse("fast").is_err());
-    }
-
-    #[test]
-    fn receiver_specs_carry_loss_rx_options() {
-        use super::super::ReceiverSpec;
-        let spec = |s: &str| ReceiverSpec::parse(s).unwrap();
-        assert_eq!(spec("recvmmsg").name, "recvmmsg");
-        assert!(spec("recvmmsg").args.is_empty());
-        assert_eq!(spec("engine-mio+gro").args, ["--gro"]);
-        let s = spec("flowgraph-inplace:coalesce-us=1000:coalesce-frames=512:normal-workers");
-        assert_eq!(s.name, "flowgraph-inplace");
-        assert_eq!(
-            s.args,
-            [
-                "--coalesce-us",
-                "1000",
-                "--coalesce-frames",
-                "512",
-                "--normal-workers"
-            ]
-        );
-        assert_eq!(
-            spec("engine-reuseport+gro:batch=32").args,
-            ["--gro", "--batch", "32"]
-        );
-        for bad in [
-            "",
-            ":gro",
-            "engine-mio:",
-            "engine-mio:--gro",
-            "x:receiver=y",
-        ] {
-            assert!(ReceiverSpec::parse(bad).is_err(), "{bad:?}");
-        }
     }
 
     #[test]
@@ -253,8 +219,5 @@ mod tests {
             .collect();
         let m = Harness::median_cell(all_stolen.clone(), Some(&all_stolen), Some(0.1));
         assert_eq!((m.ratio, m.ratio_rounds), (None, 0));
-        assert_eq!(parse_percent("5"), Ok(0.05));
-        assert_eq!(parse_percent("12.5%"), Ok(0.125));
-        assert!(parse_percent("101").is_err() && parse_percent("x").is_err());
     }
 }
