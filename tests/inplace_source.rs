@@ -1,6 +1,7 @@
 //! The zero-copy source end to end in FutureSDR's default runtime: the emulator's CHDR ramp
 //! into an `InPlaceUdpSource<Complex<i16>>`, checked sample by sample by a `RampCheck` that
-//! reads the circuit buffer in place, with the circuit closed so buffers come back.
+//! reads the circuit buffer in place, with the circuit closed so buffers come back; with UDP
+//! GRO and without (the emulator sends with GSO: with GRO its datagrams arrive coalesced).
 
 use std::time::Duration;
 
@@ -14,11 +15,12 @@ use futuresdr::runtime::dev::prelude::*;
 type Check = RampCheck<Complex<i16>, circuit::Reader<Complex<i16>>>;
 
 /// Runs `packets` CHDR packets of 1000 samples through the in-place source into a ramp
-/// check; returns what the emulator sent, the source's counters, the check's items and
-/// discontinuities, and the `missed` messages.
+/// check, with UDP GRO on if `gro`; returns what the emulator sent, the source's counters, the
+/// check's items and discontinuities, and the `missed` messages.
 fn run(
     packets: u64,
     faults: Faults,
+    gro: bool,
 ) -> Result<(
     fsdr_net::io::emulator::EmulatorReport,
     SourceStats,
@@ -35,6 +37,7 @@ fn run(
         .stats_interval(None)
         .finish_after_idle(Duration::from_millis(300))
         .first_datagram_within(Duration::from_secs(10))
+        .udp_gro(gro)
         .build_in_place()?;
     let mut emu = EmulatorConfig::new(src.local_addr(), Format::Chdr);
     emu.rate = 50e6;
@@ -67,13 +70,22 @@ fn run(
 
 #[test]
 fn a_clean_stream_arrives_whole_without_a_copy() -> Result<()> {
-    let (sent, s, items, breaks, _) = run(2000, Faults::default())?;
-    let ctx = format!("{}\n{:?}\n{sent:?}", s.engine, s.stream);
-    assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
-    assert_eq!(items, sent.samples_sent, "{ctx}");
-    assert_eq!(breaks, 0, "every sample in order: {ctx}");
-    // Only the first datagram, which teaches the stream's layout, is copied.
-    assert!(s.stream.copied_bytes <= 4000, "{ctx}");
+    for gro in [false, true] {
+        let (sent, s, items, breaks, _) = run(2000, Faults::default(), gro)?;
+        let ctx = format!("GRO: {gro}\n{}\n{:?}\n{sent:?}", s.engine, s.stream);
+        assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
+        assert_eq!(items, sent.samples_sent, "{ctx}");
+        assert_eq!(breaks, 0, "every sample in order: {ctx}");
+        if gro {
+            // Only the first coalesced receive (one send call of the emulator's, 32
+            // datagrams at most) is copied: it teaches the layout and the receives' size.
+            assert!(s.engine.gro_datagrams > 0, "{ctx}");
+            assert!(s.stream.copied_bytes <= 32 * 4000, "{ctx}");
+        } else {
+            // Only the first datagram, which teaches the stream's layout, is copied.
+            assert!(s.stream.copied_bytes <= 4000, "{ctx}");
+        }
+    }
     Ok(())
 }
 
@@ -83,12 +95,14 @@ fn drops_are_zero_filled_counted_and_messaged() -> Result<()> {
         drop_every: Some(100),
         ..Faults::default()
     };
-    let (sent, s, items, _, missed_messages) = run(1001, faults)?;
-    let ctx = format!("{}\n{:?}\n{sent:?}", s.engine, s.stream);
-    assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
-    assert_eq!(s.engine.missed, sent.dropped, "{ctx}");
-    assert_eq!(s.stream.zeros_inserted, sent.dropped_samples, "{ctx}");
-    assert_eq!(items, sent.samples_sent + sent.dropped_samples, "{ctx}");
-    assert_eq!(missed_messages as u64, sent.dropped, "{ctx}");
+    for gro in [false, true] {
+        let (sent, s, items, _, missed_messages) = run(1001, faults, gro)?;
+        let ctx = format!("GRO: {gro}\n{}\n{:?}\n{sent:?}", s.engine, s.stream);
+        assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
+        assert_eq!(s.engine.missed, sent.dropped, "{ctx}");
+        assert_eq!(s.stream.zeros_inserted, sent.dropped_samples, "{ctx}");
+        assert_eq!(items, sent.samples_sent + sent.dropped_samples, "{ctx}");
+        assert_eq!(missed_messages as u64, sent.dropped, "{ctx}");
+    }
     Ok(())
 }

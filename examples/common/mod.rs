@@ -181,7 +181,8 @@ pub struct TuningArgs {
     /// missed (default: the engine's, 5 ms).
     #[arg(long)]
     pub reorder_timeout_ms: Option<f64>,
-    /// UDP GRO on receive: coalesced receives split in place (mio and reuseport backends).
+    /// UDP GRO on receive: coalesced receives split in place (mio and reuseport backends,
+    /// and the in-place source and receivers).
     #[arg(long)]
     pub gro: bool,
     /// Kernel receive timestamps (`SO_TIMESTAMPNS`): a datagram's arrival time is when the

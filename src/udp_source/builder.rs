@@ -191,9 +191,10 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.cfg.socket.timestamps = on;
         self
     }
-    /// UDP GRO on receive (default off; `mio` and `reuseport` backends): the kernel hands
-    /// over up to 64 KiB of consecutive datagrams per receive, which the engine splits again
-    /// in place. See [`SocketConfig::gro`](fsdr_net_io::socket::SocketConfig::gro).
+    /// UDP GRO on receive (default off; `mio` and `reuseport` backends, and the in-place
+    /// source): the kernel hands over up to 64 KiB of consecutive datagrams per receive,
+    /// which the engine splits again in place (the in-place source scatters them straight
+    /// into its output buffer). See [`SocketConfig::gro`](fsdr_net_io::socket::SocketConfig::gro).
     pub fn udp_gro(mut self, on: bool) -> Self {
         self.cfg.socket.gro = on;
         self

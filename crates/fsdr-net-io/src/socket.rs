@@ -127,7 +127,9 @@ pub struct SocketConfig {
     pub timestamps: bool,
     /// UDP GRO (`UDP_GRO`): the kernel may coalesce consecutive datagrams of one flow into one
     /// receive of up to 64 KiB (a NIC's GRO, or a local sender's UDP GSO passed through whole),
-    /// which the engine splits again in place (mio and reuseport backends; others refuse it).
+    /// which the engine splits again in place (mio and reuseport backends, and
+    /// [`InPlaceReceiver`](crate::inplace::InPlaceReceiver), which scatters the datagrams
+    /// straight into the consumer's buffers; other backends refuse it).
     /// Fewer, larger receives cost less per datagram. The kernel then counts a dropped
     /// coalesced receive as one drop; the sequence numbers still count every datagram missed.
     pub gro: bool,

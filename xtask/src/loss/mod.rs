@@ -98,7 +98,8 @@ pub struct LossArgs {
     #[arg(long, default_value_t = 8000)]
     pub size: usize,
     /// Receivers (default: every one), comma-separated; `+gro` after an fsdr-net receiver of
-    /// the mio or reuseport backend turns UDP GRO on (`engine-mio+gro`). Options of
+    /// the mio or reuseport backend or an in-place one turns UDP GRO on (`engine-mio+gro`,
+    /// `flowgraph-inplace+gro`). Options of
     /// `loss_rx` follow a receiver after colons, so that one sweep can compare settings:
     /// `flowgraph-inplace:coalesce-us=1000:coalesce-frames=512` runs it with
     /// `--coalesce-us 1000 --coalesce-frames 512`; a flag without `=` is passed alone.

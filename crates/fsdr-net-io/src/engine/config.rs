@@ -286,7 +286,8 @@ impl EngineConfig {
         if self.socket.gro && !self.backend.capabilities().gro {
             return Err(Error::Unsupported {
                 backend: self.backend,
-                reason: "UDP GRO is split into datagrams by the mio and reuseport backends only"
+                reason: "UDP GRO is split into datagrams by the mio and reuseport backends and by \
+                         in-place receivers only"
                     .into(),
             });
         }

@@ -52,6 +52,7 @@ use socket2::Socket;
 
 pub use crate::sys::ReuseportSpread;
 pub use backend::{Backend, Capabilities, UnknownBackend};
+pub(crate) use backend::{GRO_MAX_BYTES, GRO_MAX_SEGMENTS};
 pub(crate) use config::WakeSchedule;
 pub use config::{Coalesce, DEFAULT_SLOT_SIZE, EngineConfig, Overload, ThreadOptions};
 pub(crate) use consumer::count_event;

@@ -21,6 +21,12 @@
 //! one blocking `recvmmsg(MSG_WAITFORONE)` per batch, woken for shutdown by `SHUT_RD`.
 //! Buffers are filled most recently returned first, so the memory the kernel copies into is
 //! still in the CPU's cache.
+//! With UDP GRO on (`engine.socket.gro`), a coalesced receive's datagrams land in place too:
+//! after one coalesced receive the next call sets its entry up as a run of header and
+//! payload areas, one pair per datagram of the stream's size, so the kernel's single copy
+//! puts each payload at its sample position. A coalesced receive that does not line up (the
+//! first, or one of another datagram size) is split and copied (`gro_fixups`); every
+//! datagram of one is counted and classified as if it had come alone (`gro_datagrams`).
 //! When the consumer returns no empty buffer, the thread stops reading (`paused`) and the
 //! kernel's buffer absorbs or drops: the buffers in circulation bound the queue in front of
 //! the consumer.
@@ -252,7 +258,11 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
                 "in-place reception needs at least one buffer",
             ));
         }
-        ecfg.validate()?;
+        // The receive loop splits UDP GRO receives itself (no backend does it here): check
+        // everything else as for any recvmmsg engine.
+        let mut check = ecfg.clone();
+        check.socket.gro = false;
+        check.validate()?;
         let cpu_latency = crate::cpu_latency::request(ecfg.cpu_latency)?;
         let addr = ecfg.socket.bind;
         let sock_err = |source| Error::Socket { addr, source };

@@ -9,7 +9,9 @@ use socket2::Socket;
 
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{DatagramIn, Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
-use crate::engine::{Coalesce, EngineConfig, Recycled, WakeSchedule};
+use crate::engine::{
+    Coalesce, EngineConfig, GRO_MAX_BYTES, GRO_MAX_SEGMENTS, Recycled, WakeSchedule,
+};
 use crate::format::vrt::context::{ContextTracker, IfContext};
 use crate::format::{Format, PacketClass, PacketInfo};
 use crate::sample::{Decoder, Item};
@@ -84,13 +86,30 @@ pub(super) struct Receive<T, B> {
     candidate: Option<(Pattern, u32)>,
     cur: Option<Current<B>>,
     msgs: RecvBatch,
+    /// Header areas, `HEAD_CAP` bytes per datagram position of a call.
     heads: Box<[u8]>,
+    /// Spill areas, `entry_room` bytes per entry.
     spill: Box<[u8]>,
+    /// Bytes one entry can take: the slot size, or a whole coalesced receive with UDP GRO.
+    entry_room: usize,
+    /// UDP GRO is on: an entry may bring several datagrams back to back.
+    gro: bool,
+    /// The last receive was coalesced: the next call sets one entry up for many datagrams.
+    coalesced: bool,
+    /// The most datagrams a coalesced receive of `segment`-byte datagrams brought: the
+    /// positions a call sets up, and the room a buffer needs for the next receive.
+    segments: usize,
+    segment: usize,
     counts: LocalCounts,
     released: Vec<Released<Entry>>,
     spare: Vec<Vec<u8>>,
-    layout: Vec<Layout>,
-    metas: Vec<RecvMeta>,
+    /// The call's datagram positions: where each one's header and payload go.
+    slots: Vec<Layout>,
+    /// The iovecs of the call's entries, in order, and which of them each entry has.
+    parts: Vec<Part>,
+    entry_parts: Vec<std::ops::Range<usize>>,
+    /// The datagrams the call brought, in order.
+    units: Vec<Unit>,
     last_handover_ns: u64,
     paused: bool,
     deliver_context: bool,
@@ -107,6 +126,19 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         empty: rtrb::Consumer<B>,
         full: rtrb::Producer<Filled<B>>,
     ) -> Self {
+        let gro = cfg.socket.gro;
+        // With GRO one entry may take a whole coalesced receive, split over up to
+        // GRO_MAX_SEGMENTS datagram positions.
+        let entry_room = if gro {
+            GRO_MAX_BYTES + 1
+        } else {
+            cfg.slot_size
+        };
+        let head_positions = if gro {
+            cfg.batch.max(GRO_MAX_SEGMENTS)
+        } else {
+            cfg.batch
+        };
         Self {
             shared,
             socket,
@@ -126,14 +158,25 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             pattern: None,
             candidate: None,
             cur: None,
-            msgs: RecvBatch::new(cfg.batch),
-            heads: vec![0u8; cfg.batch * HEAD_CAP].into_boxed_slice(),
-            spill: vec![0u8; cfg.batch * cfg.slot_size].into_boxed_slice(),
+            msgs: if gro {
+                RecvBatch::with_iovecs(cfg.batch, 2 * GRO_MAX_SEGMENTS + 1)
+            } else {
+                RecvBatch::new(cfg.batch)
+            },
+            heads: vec![0u8; head_positions * HEAD_CAP].into_boxed_slice(),
+            spill: vec![0u8; cfg.batch * entry_room].into_boxed_slice(),
+            entry_room,
+            gro,
+            coalesced: false,
+            segments: 0,
+            segment: 0,
             counts: LocalCounts::default(),
             released: Vec::new(),
             spare: Vec::new(),
-            layout: Vec::with_capacity(cfg.batch),
-            metas: Vec::with_capacity(cfg.batch),
+            slots: Vec::with_capacity(head_positions),
+            parts: Vec::new(),
+            entry_parts: Vec::with_capacity(cfg.batch),
+            units: Vec::with_capacity(head_positions),
             last_handover_ns: 0,
             paused: false,
             deliver_context: cfg.deliver_context,
@@ -289,8 +332,20 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     fn need(&self) -> usize {
         let dec = self.dp.decoder();
         match self.pattern {
-            Some(p) => dec.items_in(p.payload).max(1),
+            Some(p) => dec.items_in(p.payload).max(1) * self.positions(p),
             None => self.dp.max_items(self.slot_size),
+        }
+    }
+
+    /// Datagram positions the next call sets up in its entry: one, or with GRO after a
+    /// coalesced receive of the stream's datagrams, as many as such a receive brought.
+    fn positions(&self, p: Pattern) -> usize {
+        let size = p.head + p.payload;
+        if self.gro && self.coalesced && self.segment == size {
+            self.segments
+                .clamp(1, (GRO_MAX_BYTES / size).clamp(1, GRO_MAX_SEGMENTS))
+        } else {
+            1
         }
     }
 
@@ -407,6 +462,15 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     /// One `recvmmsg` call and everything it brought. Returns false once the socket was
     /// shut down.
+    ///
+    /// On the fast path each datagram position of the call has three areas in a row: its
+    /// header's (`HEAD_CAP` bytes at most), its payload's in the current buffer right behind
+    /// the previous position's, and after an entry's last position its spill area for
+    /// anything longer. Without GRO an entry is one position. With GRO the kernel writes a
+    /// coalesced receive's datagrams back to back, so an entry of `k` positions takes `k`
+    /// datagrams of the stream's size each into place; after a coalesced receive the call
+    /// is one such entry (later entries could not know where the previous one ends), after
+    /// a single datagram it is a batch of one-position entries again.
     fn receive(&mut self, wait: Wait) -> std::io::Result<bool> {
         let fast = self.pattern.filter(|p| {
             p.head <= HEAD_CAP
@@ -424,58 +488,76 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 std::mem::size_of_val(items),
             )
         };
-        let n = match fast {
-            Some(p) => self.batch.min((len - pos) / p.payload).max(1),
-            // Until the stream's layout is known, one datagram at a time, so that only the
-            // first one is copied.
-            None if self.pattern.is_none() && self.dp.decoder().is_copy() => 1,
-            None => self.batch,
-        };
-        self.layout.clear();
-        for i in 0..n {
-            let spill = self.spill[i * self.slot_size..].as_mut_ptr();
-            match fast {
-                Some(p) => {
-                    let head = self.heads[i * HEAD_CAP..].as_mut_ptr();
-                    let at = (pos + i * p.payload).min(len);
-                    let body = p.payload.min(len - at);
-                    self.layout.push(Layout {
-                        head: p.head,
-                        at,
-                        body,
-                    });
-                    // SAFETY: the head, body and spill areas are valid for writes of the
-                    // given lengths (the body lies inside the current buffer: at + body ≤
-                    // its length in bytes); the buffer is owned by this thread and neither
-                    // read nor written until recv returns.
-                    unsafe {
-                        self.msgs.set_scatter(
-                            i,
-                            &[
-                                (head, p.head),
-                                (base.add(at), body),
-                                (spill, self.slot_size - p.head - body),
-                            ],
-                        )
-                    };
-                }
-                None => {
-                    self.layout.push(Layout {
-                        head: 0,
-                        at: 0,
-                        body: 0,
-                    });
-                    // SAFETY: the spill area of entry i is valid for slot_size bytes and
-                    // only the kernel writes it until recv returns.
-                    unsafe { self.msgs.set_buffer(i, spill, self.slot_size) };
+        // Datagram positions per entry, and entries.
+        let (per_entry, n) = match fast {
+            Some(p) => {
+                let fit = ((len - pos) / p.payload).max(1);
+                match self.positions(p) {
+                    1 => (1, self.batch.min(fit)),
+                    k => (k.min(fit), 1),
                 }
             }
+            // Until the stream's layout is known, one datagram at a time, so that only the
+            // first one is copied.
+            None if self.pattern.is_none() && self.dp.decoder().is_copy() => (0, 1),
+            None => (0, self.batch),
+        };
+        self.slots.clear();
+        self.parts.clear();
+        self.entry_parts.clear();
+        for i in 0..n {
+            let first = self.parts.len();
+            let mut used = 0;
+            if let Some(p) = fast {
+                for _ in 0..per_entry {
+                    let slot = self.slots.len();
+                    let at = (pos + slot * p.payload).min(len);
+                    let body = p.payload.min(len - at);
+                    self.slots.push(Layout { slot, at, body });
+                    self.parts.push(Part {
+                        area: Area::Head(slot),
+                        len: p.head,
+                    });
+                    self.parts.push(Part {
+                        area: Area::Body(at),
+                        len: body,
+                    });
+                    used += p.head + body;
+                }
+            }
+            self.parts.push(Part {
+                area: Area::Spill(i),
+                len: self.entry_room.saturating_sub(used),
+            });
+            let heads = self.heads.as_mut_ptr();
+            let spill = self.spill.as_mut_ptr();
+            let room = self.entry_room;
+            let iovecs = self.parts[first..].iter().map(|part| {
+                // SAFETY: every area lies inside its allocation: head slots are fewer than
+                // `heads` holds positions, spill entries fewer than `batch`, and body
+                // offsets were clamped to the current buffer's length.
+                let at = unsafe {
+                    match part.area {
+                        Area::Head(slot) => heads.add(slot * HEAD_CAP),
+                        Area::Body(at) => base.add(at),
+                        Area::Spill(entry) => spill.add(entry * room),
+                    }
+                };
+                (at, part.len)
+            });
+            // SAFETY: the head, body and spill areas are valid for writes of the given
+            // lengths (bodies lie inside the current buffer: at + body ≤ its length in
+            // bytes; a spill area's length is at most `entry_room`); the buffer and the areas
+            // are owned by this thread and neither read nor written until recv returns.
+            unsafe { self.msgs.set_iovecs(i, iovecs) };
+            self.entry_parts.push(first..self.parts.len());
         }
         self.counts.recv_calls += 1;
         let mut m = self.msgs.recv(&self.socket, n, wait)?;
         let arrival_ns = sys::monotonic_ns();
         let mut shut_down = false;
-        self.metas.clear();
+        let mut coalesced = false;
+        self.units.clear();
         for i in 0..m {
             let meta = self.msgs.meta(i);
             if meta.len == 0 && meta.source.is_none() && !meta.truncated {
@@ -484,23 +566,26 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 m = i;
                 break;
             }
-            self.counts.received += 1;
-            self.counts.bytes += meta.len as u64;
-            self.metas.push(meta);
+            self.split(i, meta, fast, per_entry);
+            coalesced |= meta.gro_segment.is_some_and(|g| usize::from(g) < meta.len);
+        }
+        if m > 0 {
+            self.coalesced = coalesced;
         }
         // The fast path, while payloads land where they belong.
-        let mut first_copied = m;
+        let count = self.units.len();
+        let mut first_copied = count;
         let mut widened = None;
         if let Some(p) = fast {
-            for i in 0..m {
-                match self.try_place(i, p, arrival_ns) {
+            for u in 0..count {
+                match self.try_place(u, p, arrival_ns) {
                     Placement::Placed { full: true } => {}
                     Placement::Placed { full: false } => {
-                        first_copied = i + 1;
+                        first_copied = u + 1;
                         break;
                     }
                     Placement::Refused { seq } => {
-                        first_copied = i;
+                        first_copied = u;
                         widened = seq;
                         break;
                     }
@@ -509,16 +594,16 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         } else {
             first_copied = 0;
         }
-        if first_copied < m {
+        if first_copied < count {
             // Copy every later datagram out before anything is written where they landed.
-            let mut owned = Vec::with_capacity(m - first_copied);
-            for i in first_copied..m {
-                owned.push(self.copy_out(i, base));
+            let mut owned = Vec::with_capacity(count - first_copied);
+            for u in first_copied..count {
+                owned.push(self.copy_out(u, base));
             }
             for (k, bytes) in owned.into_iter().enumerate() {
-                let i = first_copied + k;
+                let u = first_copied + k;
                 let seq = if k == 0 { widened } else { None };
-                self.copied(i, bytes, seq, arrival_ns);
+                self.copied(u, bytes, seq, arrival_ns);
             }
         }
         if let Some(c) = self.cur.as_mut()
@@ -530,23 +615,77 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         Ok(!shut_down)
     }
 
-    /// The fast path for datagram `i`: its header says it is the stream's next datagram
-    /// with the expected layout, so its payload is already in place and only needs
-    /// accounting.
-    fn try_place(&mut self, i: usize, p: Pattern, arrival_ns: u64) -> Placement {
+    /// Entry `i`'s datagrams as units: one, or each of a coalesced receive's. A datagram
+    /// keeps its position's layout when it landed exactly there (a coalesced receive of
+    /// datagrams of the stream's size, one per position, or one datagram alone), and goes
+    /// the copying path otherwise.
+    fn split(&mut self, i: usize, meta: RecvMeta, fast: Option<Pattern>, per_entry: usize) {
+        let segment = meta
+            .gro_segment
+            .map(usize::from)
+            .filter(|&g| g > 0 && g < meta.len);
+        let (step, k) = match segment {
+            Some(g) => (g, meta.len.div_ceil(g)),
+            None => (meta.len.max(1), 1),
+        };
+        let lines_up = fast.is_some_and(|p| k == 1 || step == p.head + p.payload);
+        if k > 1 {
+            if step != self.segment {
+                (self.segment, self.segments) = (step, 0);
+            }
+            self.segments = self.segments.max(k);
+            self.counts.gro_datagrams += k as u64;
+            if !lines_up || k > per_entry {
+                self.counts.gro_fixups += 1;
+            }
+        }
+        for j in 0..k {
+            let offset = j * step;
+            let len = if k == 1 {
+                meta.len
+            } else {
+                step.min(meta.len - offset)
+            };
+            self.counts.received += 1;
+            self.counts.bytes += len as u64;
+            let place = (lines_up && j < per_entry).then(|| self.slots[i * per_entry + j]);
+            self.units.push(Unit {
+                entry: i,
+                offset,
+                meta: RecvMeta {
+                    len,
+                    // Longer than a slot: as if the receive had been cut there.
+                    truncated: meta.truncated || len > self.slot_size,
+                    ..meta
+                },
+                place,
+            });
+        }
+    }
+
+    /// The fast path for datagram `u` of the call: its header says it is the stream's next
+    /// datagram with the expected layout, so its payload is already in place and only
+    /// needs accounting.
+    fn try_place(&mut self, u: usize, p: Pattern, arrival_ns: u64) -> Placement {
         let refused = Placement::Refused { seq: None };
-        let meta = &self.metas[i];
+        let Unit { meta, place, .. } = self.units[u];
+        let Some(l) = place else { return refused };
         if meta.truncated || !self.filter.accepts(meta.source) {
             return refused;
         }
-        let head = &self.heads[i * HEAD_CAP..i * HEAD_CAP + p.head];
+        // Its payload must sit where the next items go.
+        let written = self.cur.as_ref().map(|c| c.pos * std::mem::size_of::<T>());
+        if written != Some(l.at) {
+            return refused;
+        }
+        let head = &self.heads[l.slot * HEAD_CAP..l.slot * HEAD_CAP + p.head];
         let Ok(info) = self.format.parse_head(head, meta.len) else {
             return refused;
         };
         let payload = info.payload_len as usize;
         if info.class != PacketClass::Data
             || info.payload_offset as usize != p.head
-            || payload > self.layout[i].body
+            || payload > l.body
             || self.stream.is_some_and(|s| s != info.stream_id)
         {
             return refused;
@@ -603,30 +742,54 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
     }
 
-    /// Datagram `i` as one contiguous copy, from wherever its parts landed.
-    fn copy_out(&mut self, i: usize, base: *mut u8) -> Vec<u8> {
-        let len = self.metas[i].len;
-        let l = self.layout[i];
+    /// Datagram `u` of the call as one contiguous copy, gathered from the areas its entry's
+    /// bytes landed in.
+    fn copy_out(&mut self, u: usize, base: *mut u8) -> Vec<u8> {
+        let Unit {
+            entry,
+            mut offset,
+            meta,
+            ..
+        } = self.units[u];
+        let mut want = meta.len;
         let mut bytes = self.spare.pop().unwrap_or_default();
         bytes.clear();
-        let head = len.min(l.head);
-        bytes.extend_from_slice(&self.heads[i * HEAD_CAP..i * HEAD_CAP + head]);
-        let body = (len - head).min(l.body);
-        if body > 0 {
-            // SAFETY: [at, at + body) lies inside the current buffer (the layout was built
-            // from its length), which this thread owns; the kernel finished writing it and
-            // nothing has written it since.
-            let part = unsafe { std::slice::from_raw_parts(base.add(l.at), body) };
-            bytes.extend_from_slice(part);
+        for part in &self.parts[self.entry_parts[entry].clone()] {
+            if want == 0 {
+                break;
+            }
+            if offset >= part.len {
+                offset -= part.len;
+                continue;
+            }
+            let n = (part.len - offset).min(want);
+            match part.area {
+                Area::Head(slot) => {
+                    let at = slot * HEAD_CAP + offset;
+                    bytes.extend_from_slice(&self.heads[at..at + n]);
+                }
+                Area::Body(at) => {
+                    // SAFETY: [at + offset, at + offset + n) lies inside the area set for
+                    // this part, inside the current buffer, which this thread owns; the
+                    // kernel finished writing it and nothing has written it since.
+                    let src = unsafe { std::slice::from_raw_parts(base.add(at + offset), n) };
+                    bytes.extend_from_slice(src);
+                }
+                Area::Spill(e) => {
+                    let at = e * self.entry_room + offset;
+                    bytes.extend_from_slice(&self.spill[at..at + n]);
+                }
+            }
+            want -= n;
+            offset = 0;
         }
-        let rest = len - head - body;
-        bytes.extend_from_slice(&self.spill[i * self.slot_size..i * self.slot_size + rest]);
         bytes
     }
 
-    /// The copying path for datagram `i` (`seq`: its sequence number if already widened).
-    fn copied(&mut self, i: usize, bytes: Vec<u8>, seq: Option<u64>, arrival_ns: u64) {
-        let meta = &self.metas[i];
+    /// The copying path for datagram `u` of the call (`seq`: its sequence number if already
+    /// widened).
+    fn copied(&mut self, u: usize, bytes: Vec<u8>, seq: Option<u64>, arrival_ns: u64) {
+        let meta = self.units[u].meta;
         if meta.truncated {
             self.counts.truncated += 1;
             self.spare.push(bytes);
@@ -816,14 +979,45 @@ enum Ready {
     Nothing,
 }
 
-/// Where the parts of one datagram of a batch were put.
+/// The areas set for one datagram position of a call.
 #[derive(Debug, Clone, Copy)]
 struct Layout {
-    /// Bytes of the head area.
-    head: usize,
+    /// The position: its head area is the `slot`-th of `heads`.
+    slot: usize,
     /// Byte offset of the body area in the current buffer, and its length.
     at: usize,
     body: usize,
+}
+
+/// Where one iovec of an entry points.
+#[derive(Debug, Clone, Copy)]
+enum Area {
+    /// The head area of a datagram position.
+    Head(usize),
+    /// The current buffer, from this byte offset.
+    Body(usize),
+    /// The spill area of an entry.
+    Spill(usize),
+}
+
+/// One iovec of an entry.
+#[derive(Debug, Clone, Copy)]
+struct Part {
+    area: Area,
+    len: usize,
+}
+
+/// One datagram a call brought: a whole entry, or one datagram of a coalesced receive.
+#[derive(Debug, Clone, Copy)]
+struct Unit {
+    /// Its entry, and where in the entry's bytes it starts.
+    entry: usize,
+    offset: usize,
+    /// Its own length and flags (for a coalesced receive's datagram, the receive's
+    /// source and control messages).
+    meta: RecvMeta,
+    /// The position it landed in exactly, if it did.
+    place: Option<Layout>,
 }
 
 /// What the fast path made of a datagram.

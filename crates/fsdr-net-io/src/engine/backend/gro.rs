@@ -25,7 +25,7 @@ use super::super::worker::Worker;
 use crate::sys::{RecvBatch, RecvMeta, Wait};
 
 /// The largest coalesced receive: the IPv4/IPv6 UDP payload limit.
-const GRO_MAX_BYTES: usize = 65_535;
+pub(crate) const GRO_MAX_BYTES: usize = 65_535;
 /// The most datagrams one coalesced receive holds: the kernel's `UDP_MAX_SEGMENTS` for a
 /// GSO sender's packets passed through whole (GRO itself stops at 64).
 pub(crate) const MAX_SEGMENTS: usize = 128;

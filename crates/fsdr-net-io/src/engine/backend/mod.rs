@@ -25,7 +25,7 @@ use super::slots::ReceiverEnd;
 use crate::Error;
 use crate::socket::{OpenedSocket, open_socket};
 
-pub(crate) use gro::MAX_SEGMENTS as GRO_MAX_SEGMENTS;
+pub(crate) use gro::{GRO_MAX_BYTES, MAX_SEGMENTS as GRO_MAX_SEGMENTS};
 pub(crate) use mio::Reader;
 
 /// What a backend can deliver besides the datagrams themselves.
