@@ -100,6 +100,10 @@ pub(super) struct Receive<T, B> {
     /// positions a call sets up, and the room a buffer needs for the next receive.
     segments: usize,
     segment: usize,
+    /// The last call's coalesced receive filled every position it had: more is likely
+    /// queued right behind it, so the next call reads at once, before any hand-over (as a
+    /// full batch does without GRO).
+    read_on: bool,
     counts: LocalCounts,
     released: Vec<Released<Entry>>,
     spare: Vec<Vec<u8>>,
@@ -170,6 +174,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             coalesced: false,
             segments: 0,
             segment: 0,
+            read_on: false,
             counts: LocalCounts::default(),
             released: Vec::new(),
             spare: Vec::new(),
@@ -236,14 +241,19 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             self.deliver_released();
             return Step::Busy;
         }
-        if !stopping {
+        let read_on = std::mem::take(&mut self.read_on);
+        if !stopping && !read_on {
             match self.wait_for_data(max_wait) {
                 Ready::Now => {}
                 Ready::Acted => return Step::Busy,
                 Ready::Nothing => return Step::Idle,
             }
         }
-        let wait = if stopping { Wait::No } else { Wait::ForOne };
+        let wait = if stopping || read_on {
+            Wait::No
+        } else {
+            Wait::ForOne
+        };
         let step = match self.receive(wait) {
             Ok(true) => Step::Busy,
             Ok(false) => Step::Drained,
@@ -571,6 +581,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         if m > 0 {
             self.coalesced = coalesced;
+            // One entry of several positions, all taken by one coalesced receive.
+            self.read_on = per_entry > 1 && m == 1 && self.units.len() >= per_entry;
         }
         // The fast path, while payloads land where they belong.
         let count = self.units.len();
