@@ -28,6 +28,9 @@ const PAUSE_CHECK: Duration = Duration::from_micros(250);
 /// Consecutive copied datagrams with the same header and payload length that make them the
 /// stream's new pattern.
 const RELEARN: u32 = 4;
+/// Calls in a row that bring the stream's datagrams only one by one and end GRO's coalesced
+/// layout (a single one is the remainder of a sender's run).
+const SINGLES: u32 = 4;
 
 /// The header and payload length of the stream's datagrams, which the fast path expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +107,8 @@ pub(super) struct Receive<T, B> {
     /// queued right behind it, so the next call reads at once, before any hand-over (as a
     /// full batch does without GRO).
     read_on: bool,
+    /// Calls in a row that brought the stream's datagrams only alone.
+    singles: u32,
     counts: LocalCounts,
     released: Vec<Released<Entry>>,
     spare: Vec<Vec<u8>>,
@@ -175,6 +180,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             segments: 0,
             segment: 0,
             read_on: false,
+            singles: 0,
             counts: LocalCounts::default(),
             released: Vec::new(),
             spare: Vec::new(),
@@ -566,7 +572,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let mut m = self.msgs.recv(&self.socket, n, wait)?;
         let arrival_ns = sys::monotonic_ns();
         let mut shut_down = false;
-        let mut coalesced = false;
+        // Whether the stream comes coalesced: any coalesced receive says yes; calls that
+        // bring only datagrams of the stream's size alone, SINGLES in a row, say no (one
+        // alone is a sender's remainder after a full run); anything else (a context packet
+        // between coalesced runs) leaves it as it was.
+        let mut coalesced = None;
         self.units.clear();
         for i in 0..m {
             let meta = self.msgs.meta(i);
@@ -577,10 +587,23 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 break;
             }
             self.split(i, meta, fast, per_entry);
-            coalesced |= meta.gro_segment.is_some_and(|g| usize::from(g) < meta.len);
+            if meta.gro_segment.is_some_and(|g| usize::from(g) < meta.len) {
+                coalesced = Some(true);
+            } else if self.pattern.is_some_and(|p| p.head + p.payload == meta.len) {
+                coalesced.get_or_insert(false);
+            }
         }
         if m > 0 {
-            self.coalesced = coalesced;
+            match coalesced {
+                Some(true) => (self.coalesced, self.singles) = (true, 0),
+                Some(false) => {
+                    self.singles += 1;
+                    if self.singles >= SINGLES {
+                        self.coalesced = false;
+                    }
+                }
+                None => {}
+            }
             // One entry of several positions, all taken by one coalesced receive.
             self.read_on = per_entry > 1 && m == 1 && self.units.len() >= per_entry;
         }
