@@ -529,7 +529,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     let slot = self.slots.len();
                     let at = (pos + slot * p.payload).min(len);
                     let body = p.payload.min(len - at);
-                    self.slots.push(Layout { slot, at, body });
+                    self.slots.push(Layout { at, body });
                     self.parts.push(Part {
                         area: Area::Head(slot),
                         len: p.head,
@@ -586,8 +586,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 m = i;
                 break;
             }
-            self.split(i, meta, fast, per_entry);
-            if meta.gro_segment.is_some_and(|g| usize::from(g) < meta.len) {
+            if self.split(i, meta, fast, per_entry) > 1 {
                 coalesced = Some(true);
             } else if self.pattern.is_some_and(|p| p.head + p.payload == meta.len) {
                 coalesced.get_or_insert(false);
@@ -653,8 +652,14 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// Entry `i`'s datagrams as units: one, or each of a coalesced receive's. A datagram
     /// keeps its position's layout when it landed exactly there (a coalesced receive of
     /// datagrams of the stream's size, one per position, or one datagram alone), and goes
-    /// the copying path otherwise.
-    fn split(&mut self, i: usize, meta: RecvMeta, fast: Option<Pattern>, per_entry: usize) {
+    /// the copying path otherwise. Returns how many datagrams the entry held.
+    fn split(
+        &mut self,
+        i: usize,
+        meta: RecvMeta,
+        fast: Option<Pattern>,
+        per_entry: usize,
+    ) -> usize {
         let segment = meta
             .gro_segment
             .map(usize::from)
@@ -683,7 +688,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             };
             self.counts.received += 1;
             self.counts.bytes += len as u64;
-            let place = (lines_up && j < per_entry).then(|| self.slots[i * per_entry + j]);
+            let place = (lines_up && j < per_entry).then_some(i * per_entry + j);
             self.units.push(Unit {
                 entry: i,
                 offset,
@@ -696,6 +701,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 place,
             });
         }
+        k
     }
 
     /// The fast path for datagram `u` of the call: its header says it is the stream's next
@@ -704,7 +710,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     fn try_place(&mut self, u: usize, p: Pattern, arrival_ns: u64) -> Placement {
         let refused = Placement::Refused { seq: None };
         let Unit { meta, place, .. } = self.units[u];
-        let Some(l) = place else { return refused };
+        let Some(slot) = place else { return refused };
+        let l = self.slots[slot];
         if meta.truncated || !self.filter.accepts(meta.source) {
             return refused;
         }
@@ -713,7 +720,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         if written != Some(l.at) {
             return refused;
         }
-        let head = &self.heads[l.slot * HEAD_CAP..l.slot * HEAD_CAP + p.head];
+        let head = &self.heads[slot * HEAD_CAP..slot * HEAD_CAP + p.head];
         let Ok(info) = self.format.parse_head(head, meta.len) else {
             return refused;
         };
@@ -1014,11 +1021,10 @@ enum Ready {
     Nothing,
 }
 
-/// The areas set for one datagram position of a call.
+/// The body area set for one datagram position of a call (position `k`'s head area is the
+/// `k`-th of `heads`).
 #[derive(Debug, Clone, Copy)]
 struct Layout {
-    /// The position: its head area is the `slot`-th of `heads`.
-    slot: usize,
     /// Byte offset of the body area in the current buffer, and its length.
     at: usize,
     body: usize,
@@ -1051,8 +1057,8 @@ struct Unit {
     /// Its own length and flags (for a coalesced receive's datagram, the receive's
     /// source and control messages).
     meta: RecvMeta,
-    /// The position it landed in exactly, if it did.
-    place: Option<Layout>,
+    /// The position (index in `slots`) it landed in exactly, if it did.
+    place: Option<usize>,
 }
 
 /// What the fast path made of a datagram.
