@@ -484,9 +484,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// the previous position's, and after an entry's last position its spill area for
     /// anything longer. Without GRO an entry is one position. With GRO the kernel writes a
     /// coalesced receive's datagrams back to back, so an entry of `k` positions takes `k`
-    /// datagrams of the stream's size each into place; after a coalesced receive the call
-    /// is one such entry (later entries could not know where the previous one ends), after
-    /// a single datagram it is a batch of one-position entries again.
+    /// datagrams of the stream's size each into place. After a coalesced receive the call
+    /// is one such entry (later entries could not know where the previous one ends); after
+    /// `SINGLES` calls in a row that brought the stream's datagrams only one by one, it is a
+    /// batch of one-position entries again.
     fn receive(&mut self, wait: Wait) -> std::io::Result<bool> {
         let fast = self.pattern.filter(|p| {
             p.head <= HEAD_CAP
