@@ -661,14 +661,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         fast: Option<Pattern>,
         per_entry: usize,
     ) -> usize {
-        let segment = meta
-            .gro_segment
-            .map(usize::from)
-            .filter(|&g| g > 0 && g < meta.len);
-        let (step, k) = match segment {
-            Some(g) => (g, meta.len.div_ceil(g)),
-            None => (meta.len.max(1), 1),
-        };
+        let datagrams = meta.datagrams();
+        let k = datagrams.len();
+        let step = meta.gro_segment.map_or(meta.len, usize::from);
         let lines_up = fast.is_some_and(|p| k == 1 || step == p.head + p.payload);
         if k > 1 {
             if step != self.segment {
@@ -680,25 +675,16 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 self.counts.gro_fixups += 1;
             }
         }
-        for j in 0..k {
-            let offset = j * step;
-            let len = if k == 1 {
-                meta.len
-            } else {
-                step.min(meta.len - offset)
-            };
+        for (j, (offset, mut d)) in datagrams.enumerate() {
             self.counts.received += 1;
-            self.counts.bytes += len as u64;
+            self.counts.bytes += d.len as u64;
+            // Longer than a slot: as if the receive had been cut there.
+            d.truncated |= d.len > self.slot_size;
             let place = (lines_up && j < per_entry).then_some(i * per_entry + j);
             self.units.push(Unit {
                 entry: i,
                 offset,
-                meta: RecvMeta {
-                    len,
-                    // Longer than a slot: as if the receive had been cut there.
-                    truncated: meta.truncated || len > self.slot_size,
-                    ..meta
-                },
+                meta: d,
                 place,
             });
         }

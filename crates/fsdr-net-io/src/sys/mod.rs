@@ -55,6 +55,54 @@ pub struct RecvMeta {
     pub control_malformed: bool,
 }
 
+impl RecvMeta {
+    /// The datagrams this receive holds, in order, each as its byte offset in the buffer and
+    /// its own metadata: one (itself), or each of a UDP GRO coalesced receive, `gro_segment`
+    /// bytes long (the last may be shorter), with `gro_segment` cleared and `truncated` only
+    /// on the last. Every receive holds at least one.
+    ///
+    /// ```
+    /// use fsdr_net_io::sys::RecvMeta;
+    ///
+    /// let coalesced = RecvMeta {
+    ///     len: 3000,
+    ///     gro_segment: Some(1472),
+    ///     truncated: true,
+    ///     ..RecvMeta::default()
+    /// };
+    /// let parts: Vec<_> = coalesced
+    ///     .datagrams()
+    ///     .map(|(at, d)| (at, d.len, d.truncated, d.gro_segment))
+    ///     .collect();
+    /// assert_eq!(
+    ///     parts,
+    ///     [(0, 1472, false, None), (1472, 1472, false, None), (2944, 56, true, None)]
+    /// );
+    /// let alone = RecvMeta { len: 100, ..RecvMeta::default() };
+    /// assert_eq!(alone.datagrams().collect::<Vec<_>>(), [(0, alone)]);
+    /// ```
+    pub fn datagrams(&self) -> impl ExactSizeIterator<Item = (usize, RecvMeta)> + use<> {
+        let meta = *self;
+        let step = meta
+            .gro_segment
+            .map(usize::from)
+            .filter(|&s| s > 0)
+            .unwrap_or(meta.len.max(1));
+        let count = meta.len.div_ceil(step).max(1);
+        (0..count).map(move |j| {
+            let at = j * step;
+            let last = j + 1 == count;
+            let d = RecvMeta {
+                len: meta.len.saturating_sub(at).min(step),
+                truncated: last && meta.truncated,
+                gro_segment: None,
+                ..meta
+            };
+            (at, d)
+        })
+    }
+}
+
 fn clock_ns(clock: nix::time::ClockId) -> u64 {
     match nix::time::clock_gettime(clock) {
         Ok(ts) => ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64,

@@ -209,7 +209,8 @@ impl GroReader {
             self.consumed[base] = worker.complete(worker.stash[base], &m, at);
             return None;
         };
-        let count = meta.len.div_ceil(segment);
+        let datagrams = meta.datagrams();
+        let count = datagrams.len();
         worker.counts.gro_datagrams += count as u64;
         let aligned = segment == self.segment && count <= k;
         if !aligned {
@@ -217,11 +218,9 @@ impl GroReader {
             worker.counts.gro_fixups += 1;
             self.gather(worker, base, k, entry, meta.len);
         }
-        for j in 0..count {
-            let start = j * segment;
-            let len = (meta.len - start).min(segment);
-            let last = j + 1 == count;
-            let truncated = (last && meta.truncated) || len > self.max_datagram;
+        for (j, (start, d)) in datagrams.enumerate() {
+            let len = d.len;
+            let truncated = d.truncated || len > self.max_datagram;
             let m = one(len.min(self.max_datagram), truncated);
             if aligned {
                 // Already in place: datagram j is at the start of the entry's slot j.
@@ -268,20 +267,12 @@ impl GroReader {
         let n = self.msgs.recv(socket, 1, Wait::No)?;
         for e in 0..n {
             let meta = self.msgs.meta(e);
-            match meta.gro_segment.map(usize::from) {
-                Some(s) => {
-                    let count = meta.len.div_ceil(s);
-                    worker.counts.gro_datagrams += count as u64;
-                    for j in 0..count {
-                        let len = (meta.len - j * s).min(s);
-                        worker.overflowed(&RecvMeta {
-                            len,
-                            gro_segment: None,
-                            ..meta
-                        });
-                    }
-                }
-                None => worker.overflowed(&meta),
+            let datagrams = meta.datagrams();
+            if meta.gro_segment.is_some() {
+                worker.counts.gro_datagrams += datagrams.len() as u64;
+            }
+            for (_, d) in datagrams {
+                worker.overflowed(&d);
             }
         }
         Ok(Outcome::Received { more: n == 1 })
