@@ -106,3 +106,54 @@ fn drops_are_zero_filled_counted_and_messaged() -> Result<()> {
     }
     Ok(())
 }
+
+/// With a coalescing time longer than a buffer takes to fill, the buffer's room decides
+/// each hand-over: every buffer but the last goes downstream full, so the workers are woken
+/// once per buffer instead of once per burst, and the stream still arrives whole.
+#[test]
+fn a_long_coalescing_time_hands_over_whole_buffers() -> Result<()> {
+    futuresdr::runtime::config::set("ctrlport_enable", false);
+    const PACKETS: u64 = 3000;
+    const BUFFER_PACKETS: u64 = 100;
+    let src: InPlaceUdpSource<Complex<i16>> = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+        .format(Format::Chdr)
+        .tick_rate(50e6)
+        .stats_interval(None)
+        .max_datagram(4016)
+        .buffer_datagrams(BUFFER_PACKETS as usize)
+        .coalesce(fsdr_net::io::Coalesce::Adaptive {
+            frames: usize::MAX,
+            time: Duration::from_millis(100),
+        })
+        .finish_after_idle(Duration::from_millis(300))
+        .first_datagram_within(Duration::from_secs(10))
+        .build_in_place()?;
+    let mut emu = EmulatorConfig::new(src.local_addr(), Format::Chdr);
+    emu.rate = 50e6;
+    emu.tick_rate = 50e6;
+    emu.spp = Some(1000);
+    emu.samples = Some(PACKETS * 1000);
+    emu.signal = Signal::Ramp;
+    let check = Check::new(true);
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > check; src < check);
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        Emulator::new(emu).unwrap().run().unwrap()
+    });
+    let fg = Runtime::new().run(fg)?;
+    let sent = sender.join().unwrap();
+    let s = fg.block(&src)?.stats();
+    let check = fg.block(&check)?;
+    let ctx = format!("{}\n{:?}\n{sent:?}", s.engine, s.stream);
+    assert_eq!(check.items(), sent.samples_sent, "{ctx}");
+    assert_eq!(check.discontinuities(), 0, "{ctx}");
+    // The first datagram after silence goes at once (adaptive moderation), then full
+    // buffers of 100, and the last one when the stream ends: 32 at most. A hand-over per
+    // burst (the default 50 µs) would be hundreds.
+    assert!(
+        s.engine.wakeups <= PACKETS / BUFFER_PACKETS + 2,
+        "wake-ups: {ctx}"
+    );
+    Ok(())
+}
