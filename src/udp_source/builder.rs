@@ -207,8 +207,9 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// For the in-place source at high rates, a time long enough that a *full buffer*
     /// decides each hand-over is the cheapest setting measured (UDP GRO on, about 1 MB per
     /// buffer, 4 ms; docs/PERFORMANCE.md, "Hand-overs of whole buffers"): a buffer then
-    /// waits at most the time it takes to fill (1.3 ms at 800 MB/s), or the 4 ms when the
-    /// stream slows down.
+    /// waits the time it takes to fill (1.3 ms at 800 MB/s); when the stream slows down, up
+    /// to 2 ms (the adaptive rule wakes on a receive after half the time), and 4 ms when
+    /// nothing more arrives.
     ///
     /// ```
     /// # use fsdr_net::UdpSource;
