@@ -14,6 +14,8 @@ use futuresdr::runtime::dev::prelude::*;
 
 type Check = RampCheck<Complex<i16>, circuit::Reader<Complex<i16>>>;
 
+type Builder = fsdr_net::UdpSourceBuilder<Complex<i16>>;
+
 /// Runs `packets` CHDR packets of 1000 samples through the in-place source into a ramp
 /// check, with UDP GRO on if `gro`; returns what the emulator sent, the source's counters, the
 /// check's items and discontinuities, and the `missed` messages.
@@ -28,8 +30,24 @@ fn run(
     u64,
     usize,
 )> {
+    run_tuned(packets, faults, gro, |b| b)
+}
+
+/// [`run`] with further builder settings.
+fn run_tuned(
+    packets: u64,
+    faults: Faults,
+    gro: bool,
+    tune: impl FnOnce(Builder) -> Builder,
+) -> Result<(
+    fsdr_net::io::emulator::EmulatorReport,
+    SourceStats,
+    u64,
+    u64,
+    usize,
+)> {
     futuresdr::runtime::config::set("ctrlport_enable", false);
-    let src: InPlaceUdpSource<Complex<i16>> = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+    let builder = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
         .format(Format::Chdr)
         .tick_rate(50e6)
         .sample_rate(50e6)
@@ -37,8 +55,8 @@ fn run(
         .stats_interval(None)
         .finish_after_idle(Duration::from_millis(300))
         .first_datagram_within(Duration::from_secs(10))
-        .udp_gro(gro)
-        .build_in_place()?;
+        .udp_gro(gro);
+    let src: InPlaceUdpSource<Complex<i16>> = tune(builder).build_in_place()?;
     let mut emu = EmulatorConfig::new(src.local_addr(), Format::Chdr);
     emu.rate = 50e6;
     emu.tick_rate = 50e6;
@@ -112,42 +130,19 @@ fn drops_are_zero_filled_counted_and_messaged() -> Result<()> {
 /// once per buffer instead of once per burst, and the stream still arrives whole.
 #[test]
 fn a_long_coalescing_time_hands_over_whole_buffers() -> Result<()> {
-    futuresdr::runtime::config::set("ctrlport_enable", false);
     const PACKETS: u64 = 3000;
     const BUFFER_PACKETS: u64 = 100;
-    let src: InPlaceUdpSource<Complex<i16>> = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
-        .format(Format::Chdr)
-        .tick_rate(50e6)
-        .stats_interval(None)
-        .max_datagram(4016)
-        .buffer_datagrams(BUFFER_PACKETS as usize)
-        .coalesce(fsdr_net::io::Coalesce::Adaptive {
-            frames: usize::MAX,
-            time: Duration::from_millis(100),
-        })
-        .finish_after_idle(Duration::from_millis(300))
-        .first_datagram_within(Duration::from_secs(10))
-        .build_in_place()?;
-    let mut emu = EmulatorConfig::new(src.local_addr(), Format::Chdr);
-    emu.rate = 50e6;
-    emu.tick_rate = 50e6;
-    emu.spp = Some(1000);
-    emu.samples = Some(PACKETS * 1000);
-    emu.signal = Signal::Ramp;
-    let check = Check::new(true);
-    let mut fg = Flowgraph::new();
-    connect!(fg, src > check; src < check);
-    let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
-        Emulator::new(emu).unwrap().run().unwrap()
-    });
-    let fg = Runtime::new().run(fg)?;
-    let sent = sender.join().unwrap();
-    let s = fg.block(&src)?.stats();
-    let check = fg.block(&check)?;
+    let (sent, s, items, breaks, _) = run_tuned(PACKETS, Faults::default(), false, |b| {
+        b.max_datagram(4016)
+            .buffer_datagrams(BUFFER_PACKETS as usize)
+            .coalesce(fsdr_net::io::Coalesce::Adaptive {
+                frames: usize::MAX,
+                time: Duration::from_millis(100),
+            })
+    })?;
     let ctx = format!("{}\n{:?}\n{sent:?}", s.engine, s.stream);
-    assert_eq!(check.items(), sent.samples_sent, "{ctx}");
-    assert_eq!(check.discontinuities(), 0, "{ctx}");
+    assert_eq!(items, sent.samples_sent, "{ctx}");
+    assert_eq!(breaks, 0, "{ctx}");
     // The first datagram after silence goes at once (adaptive moderation), then full
     // buffers of 100, and the last one when the stream ends: 32 at most. A hand-over per
     // burst (the default 50 µs) would be hundreds.
