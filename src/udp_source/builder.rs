@@ -205,7 +205,7 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// for CPU: each wake-up costs FutureSDR's workers about 20–30 µs on a 2-vCPU VM.
     ///
     /// For the in-place source at high rates, a time long enough that a *full buffer*
-    /// decides each hand-over is the cheapest setting measured (UDP GRO on, about 1 MB per
+    /// decides each hand-over is the cheapest setting measured (UDP GRO on, about 1.2 MB per
     /// buffer, 4 ms; docs/PERFORMANCE.md, "Hand-overs of whole buffers"): a buffer then
     /// waits the time it takes to fill (1.3 ms at 800 MB/s); when the stream slows down, up
     /// to 2 ms (the adaptive rule wakes on a receive after half the time), and 4 ms when
@@ -220,7 +220,7 @@ impl<T: Item> UdpSourceBuilder<T> {
     ///     .format(Format::Chdr)
     ///     .tick_rate(200e6)
     ///     .udp_gro(true)
-    ///     .buffer_datagrams(128) // 128 × 8000 B datagrams ≈ 1 MB per buffer
+    ///     .buffer_datagrams(128) // room for 128 datagrams of up to 9216 B: 1.2 MB per buffer
     ///     .coalesce(Coalesce::Adaptive {
     ///         frames: usize::MAX, // the buffer's room decides, not a datagram count
     ///         time: Duration::from_millis(4),
