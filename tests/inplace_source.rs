@@ -16,20 +16,23 @@ type Check = RampCheck<Complex<i16>, circuit::Reader<Complex<i16>>>;
 
 type Builder = fsdr_net::UdpSourceBuilder<Complex<i16>>;
 
+/// What one run brought.
+struct Outcome {
+    /// What the emulator sent.
+    sent: fsdr_net::io::emulator::EmulatorReport,
+    /// The source's counters.
+    stats: SourceStats,
+    /// Items the ramp check saw.
+    items: u64,
+    /// Breaks in the ramp.
+    breaks: u64,
+    /// `missed` messages.
+    missed_messages: usize,
+}
+
 /// Runs `packets` CHDR packets of 1000 samples through the in-place source into a ramp
-/// check, with UDP GRO on if `gro`; returns what the emulator sent, the source's counters, the
-/// check's items and discontinuities, and the `missed` messages.
-fn run(
-    packets: u64,
-    faults: Faults,
-    gro: bool,
-) -> Result<(
-    fsdr_net::io::emulator::EmulatorReport,
-    SourceStats,
-    u64,
-    u64,
-    usize,
-)> {
+/// check, with UDP GRO on if `gro`.
+fn run(packets: u64, faults: Faults, gro: bool) -> Result<Outcome> {
     run_tuned(packets, faults, gro, |b| b)
 }
 
@@ -39,13 +42,7 @@ fn run_tuned(
     faults: Faults,
     gro: bool,
     tune: impl FnOnce(Builder) -> Builder,
-) -> Result<(
-    fsdr_net::io::emulator::EmulatorReport,
-    SourceStats,
-    u64,
-    u64,
-    usize,
-)> {
+) -> Result<Outcome> {
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let builder = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
         .format(Format::Chdr)
@@ -77,19 +74,25 @@ fn run_tuned(
     let src = fg.block(&src)?;
     let check = fg.block(&check)?;
     let missed = fg.block(&messages)?.messages().len();
-    Ok((
+    Ok(Outcome {
         sent,
-        src.stats(),
-        check.items(),
-        check.discontinuities(),
-        missed,
-    ))
+        stats: src.stats(),
+        items: check.items(),
+        breaks: check.discontinuities(),
+        missed_messages: missed,
+    })
 }
 
 #[test]
 fn a_clean_stream_arrives_whole_without_a_copy() -> Result<()> {
     for gro in [false, true] {
-        let (sent, s, items, breaks, _) = run(2000, Faults::default(), gro)?;
+        let Outcome {
+            sent,
+            stats: s,
+            items,
+            breaks,
+            ..
+        } = run(2000, Faults::default(), gro)?;
         let ctx = format!("GRO: {gro}\n{}\n{:?}\n{sent:?}", s.engine, s.stream);
         assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
         assert_eq!(items, sent.samples_sent, "{ctx}");
@@ -114,7 +117,13 @@ fn drops_are_zero_filled_counted_and_messaged() -> Result<()> {
         ..Faults::default()
     };
     for gro in [false, true] {
-        let (sent, s, items, _, missed_messages) = run(1001, faults, gro)?;
+        let Outcome {
+            sent,
+            stats: s,
+            items,
+            missed_messages,
+            ..
+        } = run(1001, faults, gro)?;
         let ctx = format!("GRO: {gro}\n{}\n{:?}\n{sent:?}", s.engine, s.stream);
         assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
         assert_eq!(s.engine.missed, sent.dropped, "{ctx}");
@@ -132,7 +141,13 @@ fn drops_are_zero_filled_counted_and_messaged() -> Result<()> {
 fn a_long_coalescing_time_hands_over_whole_buffers() -> Result<()> {
     const PACKETS: u64 = 3000;
     const BUFFER_PACKETS: u64 = 100;
-    let (sent, s, items, breaks, _) = run_tuned(PACKETS, Faults::default(), false, |b| {
+    let Outcome {
+        sent,
+        stats: s,
+        items,
+        breaks,
+        ..
+    } = run_tuned(PACKETS, Faults::default(), false, |b| {
         b.max_datagram(4016)
             .buffer_datagrams(BUFFER_PACKETS as usize)
             .coalesce(fsdr_net::io::Coalesce::Adaptive {
