@@ -329,6 +329,16 @@ impl<T: Item> UdpSourceBuilder<T> {
             .unwrap_or_else(|| WireFormat::default_for::<T>(cfg.format));
         let decoder = Decoder::<T>::new(wire)?;
         let (tick_rate, ticks_per_item) = self.timing()?;
+        // Gaps are sized from the timestamps with the exact ratio of the rates given (VRT
+        // streams given only a tick rate count samples at it).
+        cfg.clock = fsdr_net_io::seq::StreamClock {
+            tick_rate: tick_rate.or(self.tick_rate),
+            sample_rate: self.sample_rate.or(match cfg.format {
+                Format::Vrt => self.tick_rate,
+                _ => None,
+            }),
+            bytes_per_sample: (decoder.unit_bytes() / decoder.items_per_unit()) as u32,
+        };
         let block = fsdr_net_lttng::next_block_id();
         Ok(Parts {
             cfg,

@@ -438,8 +438,10 @@ impl<T: Item> UdpSource<T> {
             let Some(d) = engine.try_recv() else { break };
             self.activity.data(now);
             if d.info().class == PacketClass::Context {
+                // Settings apply from the sample time the context packet states.
+                let at = d.info().timestamp;
                 for (name, value) in self.contexts.take(d.bytes()) {
-                    w.tag_next_datagram(TagKind::Setting { name, value });
+                    w.tag_at(TagKind::Setting { name, value }, at);
                 }
                 continue;
             }

@@ -267,8 +267,9 @@ impl<T: Item> MultiUdpSource<T> {
                 continue;
             };
             if d.info().class == PacketClass::Context {
+                let at = d.info().timestamp;
                 for (name, value) in self.contexts.take(d.bytes()) {
-                    writers[i].tag_next_datagram(TagKind::Setting { name, value });
+                    writers[i].tag_at(TagKind::Setting { name, value }, at);
                 }
                 continue;
             }

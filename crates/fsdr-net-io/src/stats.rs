@@ -183,6 +183,7 @@ counters! {
         resyncs, "Sequence restarts: sender restarts, or jumps beyond the allowed gap.";
         reordered, "Datagrams that arrived out of order and were put back in order.";
         unconsumed, "Datagrams received but not taken by the consumer before shutdown.";
+        ambiguous, "Datagrams whose place the format could not prove (a short counter without timestamps: new data at a number behind the stream, after a loss of half the counter's period or more; delivered, and the loss counted modulo the period).";
     }
 }
 

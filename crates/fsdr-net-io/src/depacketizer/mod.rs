@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use fsdr_net_io::depacketizer::{DatagramIn, Depacketizer, DepacketizerConfig, TagKind};
-//! use fsdr_net_io::engine::Gap;
+//! use fsdr_net_io::seq::Gap;
 //! use fsdr_net_io::sample::{Decoder, WireFormat};
 //!
 //! let mut dp = Depacketizer::<i16>::new(
@@ -21,7 +21,7 @@
 //! w.push(&DatagramIn::new(&[1, 0, 2, 0]));
 //! // Two frames of two items were lost before the next datagram.
 //! let mut d = DatagramIn::new(&[3, 0, 4, 0]);
-//! d.gap = Gap { frames: 2, bytes: None };
+//! d.gap = Gap { frames: 2, ..Default::default() };
 //! w.push(&d);
 //! let (written, tags) = w.finish();
 //! assert_eq!(&out[..written], &[1, 2, 0, 0, 0, 0, 3, 4]);
@@ -32,11 +32,17 @@
 use fsdr_net_lttng::Marks;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Datagram, Gap};
+use crate::engine::Datagram;
 use crate::format::Timestamp;
 use crate::sample::{Decoder, Item};
+use crate::seq::Gap;
 use crate::seq::SeqEvent;
 use crate::stats::field_table;
+
+mod timing;
+mod writer;
+
+pub use writer::Writer;
 
 /// The value of a time tag: the timestamp of the item it is on.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -95,6 +101,10 @@ pub struct GapEvent {
     pub items: u64,
     /// Sequence number of the datagram after the gap.
     pub seq: Option<u64>,
+    /// The format could not prove the count ([`Gap::ambiguous`]): the loss is `frames` plus
+    /// an unknown multiple of the counter's period.
+    #[serde(default)]
+    pub ambiguous: bool,
 }
 
 /// The counters of a depacketizer.
@@ -193,17 +203,20 @@ struct DatagramTags {
     eob: bool,
     /// Items the datagram produces (carried partial item included).
     items: usize,
-    /// Settings from a context packet that came before it (rare: empty, no allocation).
-    settings: Vec<TagKind>,
+    /// Settings from context packets that apply from one of its items, with the item's
+    /// offset (rare: empty, no allocation).
+    settings: Vec<(usize, TagKind)>,
 }
 
 impl DatagramTags {
     /// The tags on items `from..from + n` of the datagram, with their offsets.
     fn within(&self, from: usize, n: usize) -> impl Iterator<Item = (usize, TagKind)> + '_ {
         let first = (from == 0 && n > 0).then_some(0);
-        let settings = first
-            .into_iter()
-            .flat_map(move |o| self.settings.iter().map(move |&k| (o, k)));
+        let settings = self
+            .settings
+            .iter()
+            .filter(move |(o, _)| (from..from + n).contains(o))
+            .copied();
         let missed = first
             .zip(self.missed)
             .map(|(o, (frames, items))| (o, TagKind::Missed { frames, items }));
@@ -226,12 +239,19 @@ struct Staged {
     arrival_ns: u64,
 }
 
+/// Settings that apply from a zero of a filled gap, with the zero's index in the gap.
+type ZeroSettings = Vec<(u64, TagKind)>;
+
 /// Zeros still to write for a gap, and its tag (on the first zero).
 #[derive(Debug, Default)]
 struct Zeros {
     left: u64,
+    /// Zeros of the gap in all.
+    total: u64,
     /// Frames and items of the gap.
     tag: Option<(u64, u64)>,
+    /// Settings that apply from a zero of the gap, with its index in the gap.
+    settings: ZeroSettings,
 }
 
 /// The depacketizer. See the [module documentation](self).
@@ -245,15 +265,16 @@ pub struct Depacketizer<T> {
     staged: Option<Staged>,
     /// Spare buffer for the next staged payload.
     spare: Vec<u8>,
-    next_ticks: Option<u64>,
-    /// Settings to tag on the next datagram's first item.
-    settings: Vec<TagKind>,
+    timing: timing::Timing,
+    /// Settings waiting for the item they apply from.
+    settings: Vec<timing::PendingSetting>,
     stats: DepacketizerStats,
 }
 
 impl<T: Item> Depacketizer<T> {
     /// A depacketizer decoding with `decoder`.
     pub fn new(decoder: Decoder<T>, cfg: DepacketizerConfig) -> Self {
+        let timing = timing::Timing::new(&cfg);
         Self {
             carry: Vec::with_capacity(decoder.unit_bytes()),
             decoder,
@@ -261,7 +282,7 @@ impl<T: Item> Depacketizer<T> {
             zeros: Zeros::default(),
             staged: None,
             spare: Vec::new(),
-            next_ticks: None,
+            timing,
             settings: Vec::new(),
             stats: DepacketizerStats::default(),
         }
@@ -290,7 +311,52 @@ impl<T: Item> Depacketizer<T> {
     /// Tags `kind` (a [`TagKind::Setting`] from a context packet) on the first item of the
     /// next datagram taken.
     pub fn tag_next_datagram(&mut self, kind: TagKind) {
-        self.settings.push(kind);
+        self.settings
+            .push(timing::PendingSetting { kind, at: None });
+    }
+
+    /// Tags `kind` on the item at time `at` (a context packet's timestamp: the time from
+    /// which its settings apply), also when that item is a zero of a filled gap or comes
+    /// several datagrams later. Without a timestamp, or where it cannot be compared with the
+    /// data's (no sample rate configured), on the first item of the next datagram taken.
+    pub fn tag_at(&mut self, kind: TagKind, at: Option<Timestamp>) {
+        let at = self.timing.anchor(at);
+        self.settings.push(timing::PendingSetting { kind, at });
+    }
+
+    /// The settings that apply from an item of a datagram stamped `ts` with `items` items
+    /// (offsets into it), and those from a zero of the `zeros` zero-filled items before it
+    /// (offsets into the gap); the rest keep waiting.
+    fn settings_for(
+        &mut self,
+        ts: Option<Timestamp>,
+        items: usize,
+        zeros: u64,
+    ) -> (Vec<(usize, TagKind)>, ZeroSettings) {
+        let (mut on_data, mut on_zeros) = (Vec::new(), Vec::new());
+        if self.settings.is_empty() {
+            return (on_data, on_zeros);
+        }
+        let timing = &self.timing;
+        self.settings.retain(|s| {
+            let off = match s.at {
+                None => Some(0),
+                Some(at) => timing.offset(at, ts).or(Some(0)),
+            };
+            match off {
+                Some(o) if o >= items as i128 && items > 0 => true,
+                Some(o) if o < 0 && -o <= i128::from(zeros) => {
+                    on_zeros.push(((i128::from(zeros) + o) as u64, s.kind));
+                    false
+                }
+                Some(o) => {
+                    on_data.push((o.clamp(0, items.saturating_sub(1) as i128) as usize, s.kind));
+                    false
+                }
+                None => true,
+            }
+        });
+        (on_data, on_zeros)
     }
 
     /// Whether zeros or a staged datagram wait for room.
@@ -309,283 +375,6 @@ impl<T: Item> Depacketizer<T> {
         };
         w.flush();
         w
-    }
-
-    fn time_tag(
-        &mut self,
-        ts: Option<Timestamp>,
-        discontinuity: bool,
-        items: usize,
-    ) -> Option<RxTime> {
-        let tick_rate = self.cfg.tick_rate?;
-        let ticks = ts?.ticks(tick_rate)?;
-        let first = self.next_ticks.is_none();
-        let jumped =
-            self.cfg.ticks_per_item.is_some() && self.next_ticks.is_some_and(|t| t != ticks);
-        // Without a rate per item the next timestamp is unknown: tag only at discontinuities.
-        self.next_ticks = Some(
-            self.cfg
-                .ticks_per_item
-                .map_or(ticks, |tpi| ticks + (items as f64 * tpi).round() as u64),
-        );
-        (discontinuity || first || jumped).then(|| RxTime {
-            ticks,
-            seconds: ticks as f64 / tick_rate,
-            tick_rate,
-        })
-    }
-}
-
-/// Writes into one output slice. Dropping it (or [`Writer::finish`]) ends the call.
-#[derive(Debug)]
-pub struct Writer<'d, 'o, T> {
-    dp: &'d mut Depacketizer<T>,
-    out: &'o mut [T],
-    written: usize,
-    tags: Vec<ItemTag>,
-    gaps: Vec<GapEvent>,
-}
-
-impl<T: Item> Writer<'_, '_, T> {
-    /// Items written so far.
-    pub fn written(&self) -> usize {
-        self.written
-    }
-
-    /// Room left.
-    pub fn room(&self) -> usize {
-        self.out.len() - self.written
-    }
-
-    /// Whether a datagram of `payload_bytes` can be taken now without staging: nothing is
-    /// pending and its items fit.
-    pub fn fits(&self, payload_bytes: usize) -> bool {
-        !self.dp.pending() && self.room() >= self.dp.max_items(payload_bytes)
-    }
-
-    /// Whether anything waits for room (then [`Writer::push`] would stage).
-    pub fn pending(&self) -> bool {
-        self.dp.pending()
-    }
-
-    /// Items written, tags (indices into the slice) — and, through [`Writer::take_gaps`],
-    /// the gaps seen.
-    pub fn finish(self) -> (usize, Vec<ItemTag>) {
-        let Writer { written, tags, .. } = self;
-        (written, tags)
-    }
-
-    /// Tags `kind` on the first item of the next datagram pushed
-    /// ([`Depacketizer::tag_next_datagram`]).
-    pub fn tag_next_datagram(&mut self, kind: TagKind) {
-        self.dp.tag_next_datagram(kind);
-    }
-
-    /// The gaps seen by this writer so far (for `missed` messages).
-    pub fn take_gaps(&mut self) -> Vec<GapEvent> {
-        std::mem::take(&mut self.gaps)
-    }
-
-    fn tag(&mut self, index: usize, kind: TagKind) {
-        self.tags.push(ItemTag { index, kind });
-    }
-
-    fn write_zeros(&mut self) {
-        let n = (self.dp.zeros.left as usize).min(self.room());
-        if n == 0 {
-            return;
-        }
-        if let Some((frames, items)) = self.dp.zeros.tag.take() {
-            self.tag(self.written, TagKind::Missed { frames, items });
-        }
-        self.out[self.written..self.written + n].fill(T::default());
-        self.written += n;
-        self.dp.zeros.left -= n as u64;
-        self.dp.stats.items += n as u64;
-        if let Some(m) = self.dp.cfg.marks.as_mut() {
-            m.advance(n as u64, |_, _| {});
-        }
-    }
-
-    /// Decodes `payload[*pos..]` (after any carried partial unit) into the room left; tags
-    /// from `tags` at offsets `*done..`. Returns whether the whole payload went out.
-    fn write_payload(
-        &mut self,
-        payload: &[u8],
-        pos: &mut usize,
-        done: &mut usize,
-        tags: &DatagramTags,
-        arrival_ns: u64,
-    ) -> bool {
-        let dec = self.dp.decoder;
-        let unit = dec.unit_bytes();
-        let per = dec.items_per_unit();
-        let start = self.written;
-        let pos_before = *pos;
-        // Complete a carried unit first.
-        if !self.dp.carry.is_empty() && *pos < payload.len() {
-            if self.room() < per {
-                return false;
-            }
-            let take = (unit - self.dp.carry.len()).min(payload.len() - *pos);
-            self.dp.carry.extend_from_slice(&payload[*pos..*pos + take]);
-            *pos += take;
-            if self.dp.carry.len() == unit {
-                let n = dec.decode(&self.dp.carry, &mut self.out[self.written..]);
-                self.written += n;
-                self.dp.carry.clear();
-            }
-        }
-        let rest = &payload[*pos..];
-        let units = (rest.len() / unit).min(self.room() / per);
-        let n = dec.decode(&rest[..units * unit], &mut self.out[self.written..]);
-        self.written += n;
-        *pos += units * unit;
-        let rest = &payload[*pos..];
-        let all = rest.len() < unit;
-        if all {
-            // A partial unit at the end waits for the next datagram.
-            self.dp.carry.extend_from_slice(rest);
-            *pos = payload.len();
-        }
-        self.dp.stats.copied_bytes += (*pos - pos_before) as u64;
-        self.account(start, tags, done, arrival_ns);
-        all
-    }
-
-    /// Counts, tags and marks the items from `start` to the writer's position: items
-    /// `*done..` of a datagram with `tags`.
-    fn account(&mut self, start: usize, tags: &DatagramTags, done: &mut usize, arrival_ns: u64) {
-        let produced = self.written - start;
-        for (offset, kind) in tags.within(*done, produced) {
-            self.tag(start + offset - *done, kind);
-        }
-        *done += produced;
-        self.dp.stats.items += produced as u64;
-        if let Some(m) = self.dp.cfg.marks.as_mut() {
-            m.advance(produced as u64, |block, seq| {
-                fsdr_net_lttng::arrival(block, seq, arrival_ns)
-            });
-        }
-    }
-
-    /// Whether a datagram with a payload of `payload_bytes` that is already at the writer's
-    /// position can be taken by [`Writer::push_placed`]: decoding is a plain copy
-    /// ([`Decoder::is_copy`]), no zeros, staged data or partial item wait, the payload is
-    /// whole items and it fits.
-    pub fn can_place(&self, payload_bytes: usize) -> bool {
-        let dec = &self.dp.decoder;
-        dec.is_copy()
-            && !self.dp.pending()
-            && self.dp.carry.is_empty()
-            && payload_bytes.is_multiple_of(dec.unit_bytes())
-            && self.room() >= dec.items_in(payload_bytes)
-    }
-
-    /// Takes a datagram whose payload, `payload_bytes` bytes, the kernel already put at the
-    /// writer's position (in-place reception scatters payloads straight into the output
-    /// buffer); `d.payload` is not read. Counters, tags and probe marks are those
-    /// [`Writer::push`] gives the same datagram, and nothing is copied. Returns false, and
-    /// takes nothing, when [`Writer::can_place`] does not hold or the datagram follows a gap
-    /// (zeros must go where its payload is): the caller then copies it out and uses `push`.
-    pub fn push_placed(&mut self, d: &DatagramIn<'_>, payload_bytes: usize) -> bool {
-        if d.gap.frames > 0 || !self.can_place(payload_bytes) {
-            return false;
-        }
-        let dp = &mut *self.dp;
-        dp.stats.datagrams += 1;
-        let items = dp.decoder.items_in(payload_bytes);
-        let tags = DatagramTags {
-            missed: None,
-            time: dp.time_tag(d.timestamp, d.restart, items),
-            eob: d.eob,
-            items,
-            settings: std::mem::take(&mut dp.settings),
-        };
-        let start = self.written;
-        self.written += items;
-        self.account(start, &tags, &mut 0, d.arrival_ns);
-        true
-    }
-
-    fn flush(&mut self) {
-        self.write_zeros();
-        if self.dp.zeros.left > 0 {
-            return;
-        }
-        if let Some(mut s) = self.dp.staged.take() {
-            let payload = std::mem::take(&mut s.payload);
-            let done = self.write_payload(&payload, &mut s.pos, &mut s.done, &s.tags, s.arrival_ns);
-            s.payload = payload;
-            if done {
-                self.dp.spare = std::mem::take(&mut s.payload);
-            } else {
-                self.dp.staged = Some(s);
-            }
-        }
-    }
-
-    /// Takes one datagram: records its gap (zeros, tag, event), its time and burst tags, and
-    /// writes its items, staging what does not fit.
-    pub fn push(&mut self, d: &DatagramIn<'_>) {
-        self.flush();
-        let dp = &mut *self.dp;
-        dp.stats.datagrams += 1;
-        let gap = d.gap.frames > 0;
-        if gap {
-            // A partial unit before a gap belongs to no item any more.
-            dp.carry.clear();
-            let items = match d.gap.bytes {
-                Some(b) => dp.decoder.items_in(b as usize) as u64,
-                None => d.gap.frames * dp.decoder.items_in(d.payload.len()) as u64,
-            };
-            dp.stats.missed_items += items;
-            self.gaps.push(GapEvent {
-                frames: d.gap.frames,
-                items,
-                seq: d.seq,
-            });
-        }
-        let dp = &mut *self.dp;
-        let items = dp.decoder.items_in(dp.carry.len() + d.payload.len());
-        let mut tags = DatagramTags {
-            missed: None,
-            time: dp.time_tag(d.timestamp, gap || d.restart, items),
-            eob: d.eob,
-            items,
-            settings: std::mem::take(&mut dp.settings),
-        };
-        if gap {
-            let zero_items = self.gaps.last().map_or(0, |g| g.items);
-            if self.dp.cfg.zero_fill && zero_items > 0 {
-                self.dp.stats.zeros_inserted += zero_items;
-                self.dp.zeros = Zeros {
-                    left: zero_items,
-                    tag: Some((d.gap.frames, zero_items)),
-                };
-                self.write_zeros();
-            } else {
-                tags.missed = Some((d.gap.frames, zero_items));
-            }
-        }
-        let (mut pos, mut done) = (0, 0);
-        let all = self.dp.zeros.left == 0
-            && self.write_payload(d.payload, &mut pos, &mut done, &tags, d.arrival_ns);
-        if !all {
-            let dp = &mut *self.dp;
-            dp.stats.staged += 1;
-            let mut payload = std::mem::take(&mut dp.spare);
-            payload.clear();
-            payload.extend_from_slice(&d.payload[pos..]);
-            dp.stats.copied_bytes += payload.len() as u64;
-            dp.staged = Some(Staged {
-                payload,
-                pos: 0,
-                done,
-                tags,
-                arrival_ns: d.arrival_ns,
-            });
-        }
     }
 }
 

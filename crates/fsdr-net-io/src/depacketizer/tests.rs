@@ -52,6 +52,7 @@ fn gap_zero_fill_and_tags_are_the_same_in_any_output_size() {
     d2.gap = Gap {
         frames: 2,
         bytes: None,
+        ..Default::default()
     };
     d2.eob = true;
     let dgs = [DatagramIn::new(&a), d2];
@@ -87,6 +88,7 @@ fn a_staged_datagram_keeps_its_end_of_burst_tag() {
     d2.gap = Gap {
         frames: 1,
         bytes: None,
+        ..Default::default()
     };
     d2.eob = true;
     // Room 6: the first datagram (4) fits, two of the four zeros fit, the rest is staged.
@@ -103,6 +105,7 @@ fn without_zero_fill_the_gap_tag_is_on_the_next_item() {
     d2.gap = Gap {
         frames: 5,
         bytes: None,
+        ..Default::default()
     };
     let mut dp = plain(false);
     let (items, tags) = run(&mut dp, &[DatagramIn::new(&a), d2], 3);
@@ -128,6 +131,7 @@ fn gap_sized_by_timestamp_bytes_wins_over_frames_times_payload() {
     d.gap = Gap {
         frames: 1,
         bytes: Some(10),
+        ..Default::default()
     }; // the lost packet was 5 items, not 2
     let (items, _) = run(&mut plain(true), &[d], 64);
     assert_eq!(items, [0, 0, 0, 0, 0, 9, 9]);
@@ -151,6 +155,7 @@ fn partial_items_carry_across_datagrams_and_are_dropped_at_a_gap() {
     after_gap.gap = Gap {
         frames: 1,
         bytes: None,
+        ..Default::default()
     };
     let (items, _) = run(&mut plain(false), &[DatagramIn::new(p1), after_gap], 8);
     // 10, then the half of 11 before the gap is dropped, then 10 again: not 11's first
@@ -206,6 +211,7 @@ fn marks_count_items_and_skip_zeros() {
     d2.gap = Gap {
         frames: 1,
         bytes: None,
+        ..Default::default()
     };
     let mut dp = Depacketizer::new(
         Decoder::new(WireFormat::Plain).unwrap(),
@@ -292,6 +298,7 @@ fn placed_datagrams_match_pushed_ones_without_a_copy() {
     d.gap = Gap {
         frames: 1,
         bytes: None,
+        ..Default::default()
     };
     assert!(!w.push_placed(&d, 8));
     assert!(w.push_placed(&DatagramIn::new(&raw[0]), 8));

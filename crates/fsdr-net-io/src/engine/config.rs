@@ -171,6 +171,12 @@ pub struct EngineConfig {
     /// Hand VRT context packets ([`PacketClass::Context`](crate::PacketClass)) to the consumer,
     /// outside sequence tracking, instead of counting them as `skipped` (default: off).
     pub deliver_context: bool,
+    /// The stream's rates and bytes per sample, when known: gaps are then sized from the
+    /// timestamps with the exact ratio ([`StreamClock`](crate::seq::StreamClock)); ratios
+    /// not given are learnt from consecutive packets
+    /// ([`RateEstimate`](crate::seq::RateEstimate)). The blocks set it from their tick and
+    /// sample rates.
+    pub clock: crate::seq::StreamClock,
     /// While the engine runs, ask that idle CPUs wake within this time
     /// ([`CpuLatencyRequest`](crate::cpu_latency::CpuLatencyRequest), `/dev/cpu_dma_latency`;
     /// needs root). `Some(Duration::ZERO)` keeps idle CPUs polling, which takes the idle
@@ -203,6 +209,7 @@ impl EngineConfig {
             coalesce: Coalesce::default(),
             latency_budget: Some(Duration::from_millis(20)),
             deliver_context: false,
+            clock: crate::seq::StreamClock::default(),
             cpu_latency: None,
         }
     }
@@ -221,32 +228,17 @@ impl EngineConfig {
     /// bits first ([`SeqExtender`](crate::seq::SeqExtender)), so the tracker works in a 64-bit
     /// space for them; `None` for formats without sequence numbers.
     pub fn seq_config(&self) -> Option<SeqConfig> {
-        self.format.seq_bits()?;
-        Some(self.seq.unwrap_or_else(|| {
-            let mut cfg = SeqConfig::for_bits(64);
-            // A GNU Radio sink that restarts begins again at its first number. With several
-            // receive threads an early datagram can come out hundreds behind its successors,
-            // so there only a run far behind counts as a restart.
-            if self.format.seq_bits() == Some(64) && self.thread_count() == 1 {
-                cfg.restart_seq = Some(self.format.first_seq());
-            }
-            cfg
-        }))
+        self.tracking().map(|t| t.seq)
     }
 
     /// How the consumer tracks sequence numbers: `None` for formats without them.
-    pub(crate) fn tracking(&self) -> Option<crate::seq::stream::Tracking> {
-        self.seq_config().map(|seq| {
-            let bits = self.format.seq_bits().unwrap_or(64);
-            crate::seq::stream::Tracking {
-                seq,
-                short_bits: (bits < 64).then_some(bits),
-                // A 16-bit counter recurs rarely enough that its first number out of turn
-                // means a restart; a 4-bit one recurs every 16 packets.
-                restart_seq: ((16..64).contains(&bits) && self.thread_count() == 1)
-                    .then(|| self.format.first_seq()),
-            }
-        })
+    pub fn tracking(&self) -> Option<crate::seq::Tracking> {
+        let mut t = crate::seq::Tracking::for_format(self.format, self.thread_count())?
+            .with_clock(self.clock);
+        if let Some(seq) = self.seq {
+            t.seq = seq;
+        }
+        Some(t)
     }
 
     /// Checks the settings every backend shares, then the backend's own.

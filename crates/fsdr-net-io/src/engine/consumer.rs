@@ -7,11 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Shared;
-use super::datagram::{Datagram, Gap, StreamKey};
+use super::datagram::{Datagram, StreamKey};
 use super::slots::{ConsumerEnd, SlotPool};
-use crate::seq::stream::StreamOrder;
-use crate::seq::stream::Tracking;
-use crate::seq::{Released, SeqEvent};
+use crate::seq::{Gap, Released, SeqEvent, StreamOrder, Tracking};
 use crate::stats::ConsumerCounters;
 
 /// A datagram in a slot, as the consumer sees it before delivery.
@@ -35,11 +33,25 @@ const MAX_STREAMS: usize = 64;
 struct Ready {
     slot: SlotRef,
     event: SeqEvent,
+    gap: Gap,
+}
+
+impl Ready {
+    fn untracked(slot: SlotRef) -> Self {
+        Ready {
+            slot,
+            event: SeqEvent::InOrder,
+            gap: Gap::default(),
+        }
+    }
 }
 
 /// Counts what the tracker made of a released datagram.
-pub(crate) fn count_event(c: &ConsumerCounters, event: SeqEvent) {
-    match event {
+pub(crate) fn count_released<T>(c: &ConsumerCounters, r: &Released<T>) {
+    if r.ambiguous {
+        c.ambiguous.add(1);
+    }
+    match r.event {
         SeqEvent::Gap { missed } => c.missed.add(missed),
         SeqEvent::Duplicate => c.duplicates.add(1),
         SeqEvent::Late => c.late.add(1),
@@ -132,27 +144,12 @@ impl Consumer {
         let c = &self.shared.counters.consumer;
         c.delivered.add(1);
         c.delivered_bytes.add(u64::from(meta.info.payload_len));
-        let mut gap = Gap::default();
-        if let SeqEvent::Gap { missed } = ready.event {
-            gap.frames = missed;
-        }
-        let ticks = meta.info.timestamp.and_then(|ts| ts.linear());
-        let payload = meta.info.payload_len as usize;
-        if self.tracking.is_some() && meta.info.class != crate::format::PacketClass::Context {
-            let key = StreamKey {
-                source: meta.source,
-                stream_id: meta.info.stream_id,
-            };
-            if let Some(s) = self.streams.iter_mut().find(|s| s.key == key) {
-                gap = s.order.gap_before(ready.event, ticks, payload);
-            }
-        }
         Datagram {
             pool,
             free: &mut self.ends[t].free,
             slot: ready.slot.slot,
             event: ready.event,
-            gap,
+            gap: ready.gap,
         }
     }
 
@@ -254,11 +251,12 @@ impl Consumer {
     fn next_ready(&mut self) -> Option<Ready> {
         loop {
             while let Some(rel) = self.released.pop_front() {
-                count_event(&self.shared.counters.consumer, rel.event);
+                count_released(&self.shared.counters.consumer, &rel);
                 if rel.deliver {
                     return Some(Ready {
                         slot: rel.item,
                         event: rel.event,
+                        gap: rel.gap,
                     });
                 }
                 self.free(rel.item);
@@ -275,37 +273,43 @@ impl Consumer {
                 }
                 return None;
             };
-            let (seq, key, ticks, payload) = {
+            let (seq, key, packet) = {
                 // SAFETY: the consumer owns the slot it just popped.
                 let meta = unsafe { self.pools[slot.thread as usize].meta(slot.slot) };
                 if meta.info.class == crate::format::PacketClass::Context {
                     // Context packets count in their own sequence: not tracked here.
-                    return Some(Ready {
-                        slot,
-                        event: SeqEvent::InOrder,
-                    });
+                    return Some(Ready::untracked(slot));
                 }
+                let Some(tracking) = self.tracking.as_ref() else {
+                    return Some(Ready::untracked(slot));
+                };
                 (
                     meta.info.seq,
                     StreamKey {
                         source: meta.source,
                         stream_id: meta.info.stream_id,
                     },
-                    meta.info.timestamp.and_then(|t| t.linear()),
-                    meta.info.payload_len as usize,
+                    tracking.packet(&meta.info),
                 )
             };
-            let (Some(seq), Some(tracking)) = (seq, self.tracking) else {
-                return Some(Ready {
-                    slot,
-                    event: SeqEvent::InOrder,
-                });
+            let (Some(_), Some(tracking)) = (seq, self.tracking) else {
+                return Some(Ready::untracked(slot));
             };
             let i = self.stream_index(key, tracking);
+            let mut packet = packet;
+            if self.streams[i].order.needs_fingerprint() {
+                // SAFETY: as above.
+                let meta = unsafe { self.pools[slot.thread as usize].meta(slot.slot) };
+                // SAFETY: as above; the bytes of a published slot are the datagram's.
+                let bytes = unsafe { self.pools[slot.thread as usize].data(slot.slot) };
+                let payload = &bytes[meta.info.payload().start.min(bytes.len())
+                    ..meta.info.payload().end.min(bytes.len())];
+                packet.fingerprint = Some(crate::seq::fingerprint(payload));
+            }
             let s = &mut self.streams[i];
-            let seq = s.order.widen(seq, ticks, payload);
+            let w = s.order.widen(&packet);
             self.reorder_held[slot.thread as usize].0 += 1;
-            let restored = s.order.push(seq, slot, &mut self.scratch);
+            let restored = s.order.push(w, &packet, slot, &mut self.scratch);
             self.shared.counters.consumer.reordered.add(restored);
             self.take_scratch();
         }

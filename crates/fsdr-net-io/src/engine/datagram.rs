@@ -98,15 +98,7 @@ pub struct StreamKey {
     pub stream_id: Option<u32>,
 }
 
-/// What sequence tracking found just before a datagram.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Gap {
-    /// Frames missing before this datagram.
-    pub frames: u64,
-    /// Payload bytes missing before it, when the timestamps tell (CHDR, VRT with a
-    /// sample-count timestamp); `None` when only the frame count is known.
-    pub bytes: Option<u64>,
-}
+pub use crate::seq::Gap;
 
 /// A received datagram, lent to the consumer; its slot returns to the receive thread when it
 /// is dropped.

@@ -55,7 +55,7 @@ pub use backend::{Backend, Capabilities, UnknownBackend};
 pub(crate) use backend::{GRO_MAX_BYTES, GRO_MAX_SEGMENTS};
 pub(crate) use config::WakeSchedule;
 pub use config::{Coalesce, DEFAULT_SLOT_SIZE, EngineConfig, Overload, ThreadOptions};
-pub(crate) use consumer::count_event;
+pub(crate) use consumer::count_released;
 pub use datagram::{Arrival, Clocks, Datagram, DatagramMeta, Gap, StreamKey};
 pub(crate) use slots::Recycled;
 pub(crate) use worker::{setup_thread, spawn_receive_thread};

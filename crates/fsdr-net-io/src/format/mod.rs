@@ -110,6 +110,45 @@ impl Timestamp {
         }
     }
 
+    /// Like [`Timestamp::linear`], and with the device's tick rate (VRT: the sample rate)
+    /// also integer seconds with a sample count: seconds × rate + count, in exact integer
+    /// arithmetic when the rate is a whole number.
+    ///
+    /// ```
+    /// use fsdr_net_io::format::Timestamp;
+    /// use fsdr_net_io::format::vrt::{Tsf, Tsi, VrtTimestamp};
+    ///
+    /// let t = Timestamp::Vrt(VrtTimestamp {
+    ///     tsi: Tsi::Utc,
+    ///     integer: Some(1_700_000_000),
+    ///     tsf: Tsf::SampleCount,
+    ///     fractional: Some(5),
+    /// });
+    /// assert_eq!(t.linear(), None);
+    /// assert_eq!(t.linear_at(Some(30.72e6)), Some(1_700_000_000 * 30_720_000 + 5));
+    /// ```
+    pub fn linear_at(&self, tick_rate: Option<f64>) -> Option<u64> {
+        if let Some(t) = self.linear() {
+            return Some(t);
+        }
+        match (self, tick_rate) {
+            (Timestamp::Vrt(v), Some(rate)) if rate > 0.0 && rate.is_finite() => {
+                match (v.integer, v.tsf, v.fractional) {
+                    (Some(s), vrt::Tsf::SampleCount, Some(f)) => {
+                        let base = if rate.fract() == 0.0 && rate < 1.8e19 {
+                            u64::from(s).wrapping_mul(rate as u64)
+                        } else {
+                            (f64::from(s) * rate) as u64
+                        };
+                        Some(base.wrapping_add(f))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// Time in seconds for a device running at `tick_rate` Hz.
     pub fn seconds(&self, tick_rate: f64) -> Option<f64> {
         match self {

@@ -15,8 +15,7 @@ use crate::engine::{
 use crate::format::vrt::context::{ContextTracker, IfContext};
 use crate::format::{Format, PacketClass, PacketInfo};
 use crate::sample::{Decoder, Item};
-use crate::seq::stream::StreamOrder;
-use crate::seq::{Released, SeqEvent};
+use crate::seq::{Gap, Released, SeqEvent, SeqPacket, StreamOrder, Widened};
 use crate::socket::SourceFilter;
 use crate::stats::LocalCounts;
 use crate::sys::{self, RecvBatch, RecvMeta, Wait};
@@ -123,6 +122,8 @@ pub(super) struct Receive<T, B> {
     paused: bool,
     deliver_context: bool,
     contexts: ContextTracker,
+    /// How the stream's sequence numbers and timestamps are read.
+    tracking: Option<crate::seq::Tracking>,
 }
 
 impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
@@ -192,6 +193,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             paused: false,
             deliver_context: cfg.deliver_context,
             contexts: ContextTracker::default(),
+            tracking: cfg.tracking(),
         }
     }
 
@@ -300,7 +302,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         // No buffer left to write into.
         for r in std::mem::take(&mut self.released) {
-            crate::engine::count_event(&self.shared.engine.counters.consumer, r.event);
+            crate::engine::count_released(&self.shared.engine.counters.consumer, &r);
             if r.deliver {
                 self.shared.engine.counters.consumer.unconsumed.add(1);
             }
@@ -719,14 +721,25 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         {
             return refused;
         }
-        let ticks = info.timestamp.and_then(|t| t.linear());
+        let mut packet = self.seq_packet(&info);
         let seq = match (self.order.as_mut(), info.seq) {
-            (Some(o), Some(raw)) => {
-                let seq = o.widen(raw, ticks, payload);
-                if !o.is_next(seq) {
-                    return Placement::Refused { seq: Some(seq) };
+            (Some(o), Some(_)) => {
+                if o.needs_fingerprint() {
+                    let c = self.cur.as_mut().expect("a current buffer");
+                    let base = c.buffer.items().as_mut_ptr().cast::<u8>();
+                    // SAFETY: the payload's area [l.at, l.at + payload) lies inside the
+                    // current buffer (payload ≤ l.body, clamped to the buffer when the
+                    // layout was set), which this thread owns; the kernel finished writing.
+                    let bytes = unsafe { std::slice::from_raw_parts(base.add(l.at), payload) };
+                    packet.fingerprint = Some(crate::seq::fingerprint(bytes));
                 }
-                Some(seq)
+                let w = o.widen(&packet);
+                if !o.is_next(&w) {
+                    return Placement::Refused {
+                        seq: Some((w, packet)),
+                    };
+                }
+                Some((w, packet))
             }
             _ => None,
         };
@@ -737,13 +750,12 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             return Placement::Refused { seq };
         }
         let mut event = SeqEvent::InOrder;
-        if let (Some(o), Some(seq)) = (self.order.as_mut(), seq) {
-            o.push(seq, Entry::Placed, &mut self.released);
-            // is_next held: it went out at once, in order, with nothing else.
+        if let (Some(o), Some((w, packet))) = (self.order.as_mut(), seq) {
+            o.push(w, &packet, Entry::Placed, &mut self.released);
+            // is_next held: it went out at once, in order, with no gap and nothing else.
             if let Some(r) = self.released.pop() {
                 event = r.event;
             }
-            o.gap_before(event, ticks, payload);
         }
         let d = DatagramIn {
             payload: &[],
@@ -817,7 +829,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     /// The copying path for datagram `u` of the call (`seq`: its sequence number if already
     /// widened).
-    fn copied(&mut self, u: usize, bytes: Vec<u8>, seq: Option<u64>, arrival_ns: u64) {
+    fn copied(
+        &mut self,
+        u: usize,
+        bytes: Vec<u8>,
+        seq: Option<(Widened, SeqPacket)>,
+        arrival_ns: u64,
+    ) {
         let meta = self.units[u].meta;
         if meta.truncated {
             self.counts.truncated += 1;
@@ -838,10 +856,14 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 return;
             }
         };
-        if info.class == PacketClass::Context && self.deliver_context {
+        let other_stream = self.stream.is_some_and(|s| s != info.stream_id);
+        if info.class == PacketClass::Context && self.deliver_context && !other_stream {
+            // The stream's own context (it may come before its first data packet, and then
+            // chooses the stream), applied from the sample time it states.
+            self.stream.get_or_insert(info.stream_id);
             for (name, value) in self.contexts.take(&bytes) {
-                self.dp
-                    .tag_next_datagram(crate::depacketizer::TagKind::Setting { name, value });
+                let setting = crate::depacketizer::TagKind::Setting { name, value };
+                self.dp.tag_at(setting, info.timestamp);
             }
             let new = self.contexts.drain_new();
             if let Some(c) = self.cur.as_mut() {
@@ -851,7 +873,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             self.spare.push(bytes);
             return;
         }
-        if info.class != PacketClass::Data || self.stream.is_some_and(|s| s != info.stream_id) {
+        if info.class != PacketClass::Data || other_stream {
             self.counts.skipped += 1;
             self.spare.push(bytes);
             return;
@@ -863,21 +885,31 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             info,
             arrival_ns,
         };
-        let payload = info.payload_len as usize;
-        let ticks = info.timestamp.and_then(|t| t.linear());
+        let mut packet = self.seq_packet(&info);
         match (self.order.as_mut(), info.seq) {
-            (Some(o), Some(raw)) => {
-                let seq = seq.unwrap_or_else(|| o.widen(raw, ticks, payload));
-                let restored = o.push(seq, Entry::Owned(owned), &mut self.released);
+            (Some(o), Some(_)) => {
+                let (w, packet) = seq.unwrap_or_else(|| {
+                    if o.needs_fingerprint() {
+                        packet.fingerprint =
+                            Some(crate::seq::fingerprint(&owned.bytes[info.payload()]));
+                    }
+                    (o.widen(&packet), packet)
+                });
+                let restored = o.push(w, &packet, Entry::Owned(owned), &mut self.released);
                 self.shared.engine.counters.consumer.reordered.add(restored);
             }
-            _ => self.released.push(Released {
-                event: SeqEvent::InOrder,
-                deliver: true,
-                item: Entry::Owned(owned),
-            }),
+            _ => self
+                .released
+                .push(Released::new(SeqEvent::InOrder, true, Entry::Owned(owned))),
         }
         self.deliver_released();
+    }
+
+    /// What the sequence layer needs of a datagram (its fingerprint is added when asked).
+    fn seq_packet(&self, info: &PacketInfo) -> SeqPacket {
+        self.tracking
+            .as_ref()
+            .map_or_else(SeqPacket::default, |t| t.packet(info))
     }
 
     /// Takes the copied datagrams' header and payload length as the stream's pattern: at
@@ -917,14 +949,14 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             while let Some(r) = entries.next() {
                 if let Entry::Owned(o) = &r.item
                     && r.deliver
-                    && !self.write_owned(o, r.event)
+                    && !self.write_owned(o, r.event, r.gap)
                 {
                     // No buffer: this one and the rest wait, ahead of anything released later.
                     self.released.push(r);
                     self.released.extend(entries);
                     break;
                 }
-                crate::engine::count_event(&self.shared.engine.counters.consumer, r.event);
+                crate::engine::count_released(&self.shared.engine.counters.consumer, &r);
                 // Placed datagrams go out at once on the fast path, never through here.
                 if let Entry::Owned(o) = r.item {
                     self.spare.push(o.bytes);
@@ -938,9 +970,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     }
 
     /// Writes one copied datagram; false when no buffer is free for it (nothing changed).
-    fn write_owned(&mut self, o: &Owned, event: SeqEvent) -> bool {
+    fn write_owned(&mut self, o: &Owned, event: SeqEvent, gap: Gap) -> bool {
         let payload = o.info.payload_len as usize;
-        let ticks = o.info.timestamp.and_then(|t| t.linear());
         // Room first: nothing may be pushed while zeros or a staged datagram wait.
         loop {
             if self.cur.is_none() && !self.next_buffer() {
@@ -952,10 +983,6 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
             self.hand_over();
         }
-        let gap = match self.order.as_mut() {
-            Some(ord) => ord.gap_before(event, ticks, payload),
-            None => Default::default(),
-        };
         let d = DatagramIn {
             payload: &o.bytes[o.info.payload()],
             gap,
@@ -1054,5 +1081,5 @@ enum Placement {
     /// area starts where it ends).
     Placed { full: bool },
     /// Not for the fast path; `seq` is its widened sequence number when already computed.
-    Refused { seq: Option<u64> },
+    Refused { seq: Option<(Widened, SeqPacket)> },
 }

@@ -1,135 +1,423 @@
 //! [`SeqExtender`]: widens a short sequence number (VITA-49's 4 bits, CHDR's 16) to 64 bits,
-//! with the help of the packet timestamps where the format has them, so that the tracker and
-//! the reorder stage work in a space where a lost packet can never look like a duplicate.
+//! so that the tracker and the reorder stage work in a space where a lost packet can never
+//! look like a duplicate — as far as the format lets anyone tell.
 //!
-//! A 4-bit counter repeats every 16 packets: after a loss, the counter alone cannot tell a gap
-//! of 2 from a gap of 18, nor a packet 14 ahead from one 2 behind. A sample-count timestamp
-//! can. The extender learns the stream's ticks per payload byte from two consecutive packets
-//! and then, for every packet that is not simply the next one, picks the 64-bit number whose
-//! low bits are the packet's counter and which lies nearest to where the timestamp says the
-//! packet is. When counter and timestamp cannot agree (a device that re-armed its counter
-//! while time went on), the stream restarts: the extender jumps far ahead, which the tracker
-//! reports as one `Resync`.
+//! The rules, in order (the module documentation of [`seq`](crate::seq) states what each
+//! format can tell apart):
 //!
-//! Without timestamps it falls back to the counter alone: nearest in either direction, so the
-//! reorder window must stay below half the counter's period (the engine bounds it).
+//! 1. **A usable timestamp decides** (CHDR ticks, VRT sample counts or picoseconds, with a
+//!    known or learnt rate). Every packet gets an exact position on the stream's timeline.
+//!    A packet that starts `a` units after the end of the newest one follows the loss of
+//!    `k − 1` packets, where `k` is the smallest number with the counter's low bits that
+//!    the lost packets can hold: each holds at most the stream's largest payload and at
+//!    least one unit. No such `k`: with the counter one ahead it is a time jump without
+//!    loss (a device overflow, a burst's gap; tagged, not filled), otherwise the sender
+//!    restarted. A packet that starts behind the newest one is a duplicate, a late one or
+//!    a reordered one when its position and counter agree, and a restart when they do not.
+//! 2. **After an end of burst** the next burst may start at any time: the counter alone
+//!    sizes a loss there.
+//! 3. **Without a timestamp** the counter alone: the nearest number ahead or behind. A
+//!    number behind (or equal) is a duplicate only when the payload's fingerprint equals the
+//!    one received at that position; otherwise it is new data after a loss longer than half
+//!    the counter's period, delivered and flagged `ambiguous`. A number behind whose
+//!    position was never received is late (also flagged: the format cannot prove it).
+//! 4. **A restart number** (CHDR's 0) out of turn restarts the stream, except just across
+//!    the counter's wrap (within [`HISTORY`](super::HISTORY) ahead), where it is the
+//!    counter's own continuation.
 //!
 //! ```
-//! use fsdr_net_io::seq::SeqExtender;
+//! use fsdr_net_io::seq::{SeqExtender, SeqPacket};
 //!
 //! // VRT: 4-bit counter, 100 samples (400 bytes) per packet, TSF = sample count.
 //! let mut x = SeqExtender::new(4, None);
-//! assert_eq!(x.extend(0, Some(0), 400), 0);
-//! assert_eq!(x.extend(1, Some(100), 400), 1);
-//! // 17 packets lost: the counter says 2 ahead, the timestamp says 18.
-//! assert_eq!(x.extend(3, Some(1_900), 400), 19);
+//! let p = |seq, t| SeqPacket { seq, ticks: Some(t), payload: 400, ..Default::default() };
+//! assert_eq!(x.extend(&p(0, 0)).ext, 0);
+//! assert_eq!(x.extend(&p(1, 100)).ext, 1);
+//! // 16 packets lost: the counter says 1 ahead, the timestamp says 17.
+//! assert_eq!(x.extend(&p(2, 1_800)).ext, 18);
 //! ```
+
+use super::clock::{RateEstimate, Ratio, Timebase};
 
 /// Counter periods a restart jumps ahead: far beyond any gap the tracker accepts (2^20
 /// frames), so it is always a `Resync`.
 const RESTART_PERIODS: u64 = 1 << 24;
 
+/// Positions remembered with their fingerprints (streams without timestamps).
+const PRINTS: usize = 1024;
+
+/// One packet as the extender needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeqPacket {
+    /// The counter as carried (its low bits are used).
+    pub seq: u64,
+    /// The timestamp on a linear scale of the stream's ticks, when usable.
+    pub ticks: Option<u64>,
+    /// The timebase of the timestamp's scale, when the rates give it
+    /// ([`StreamClock::read`](super::StreamClock::read)); learnt otherwise.
+    pub timebase: Option<Timebase>,
+    /// Payload bytes.
+    pub payload: usize,
+    /// The packet ends a burst.
+    pub eob: bool,
+    /// [`fingerprint`] of the payload: asked for ([`SeqExtender::needs_fingerprint`]) on
+    /// streams without timestamps.
+    pub fingerprint: Option<u64>,
+}
+
+/// What the extender made of a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Widened {
+    /// The 64-bit sequence number.
+    pub ext: u64,
+    /// Where the packet starts on the stream's timeline, in units of the timebase (bytes
+    /// when the rate is learnt), when its timestamp is usable.
+    pub start: Option<i128>,
+    /// The format could not prove this placement (a short counter without timestamps).
+    pub ambiguous: bool,
+    /// The sender restarted here.
+    pub restart: bool,
+}
+
+/// A 64-bit fingerprint of a payload (its length and its first and last 64 bytes): equal
+/// for a packet received twice, different for different samples unless they repeat.
+pub fn fingerprint(payload: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = (payload.len() as u64).wrapping_mul(K);
+    let head = &payload[..payload.len().min(64)];
+    let tail = &payload[payload.len().saturating_sub(64)..];
+    for chunk in head.chunks(8).chain(tail.chunks(8)) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    h ^ (h >> 29)
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Newest {
     ext: u64,
     ticks: Option<u64>,
+    start: Option<i128>,
+    /// Units the packet held (payload bytes / unit bytes).
+    units: i128,
     payload: usize,
+    eob: bool,
 }
 
-/// Extends short sequence numbers to 64 bits, with the help of timestamps: see the
-/// [`seq`](crate::seq) module.
+/// The stream's timeline: ticks to positions.
+#[derive(Debug, Clone, Default)]
+struct Timeline {
+    fixed: Option<Timebase>,
+    learnt: RateEstimate,
+    /// A timestamp and the position it stands for.
+    anchor: Option<(u64, i128)>,
+    /// Two consecutive packets agreed with the configured timebase.
+    confirmed: bool,
+}
+
+impl Timeline {
+    /// Ticks per unit and bytes per unit.
+    fn rate(&self) -> Option<(Ratio, usize)> {
+        match self.fixed {
+            Some(tb) => Some((tb.ticks_per_unit, tb.unit_bytes as usize)),
+            None => self.learnt.get().map(|r| (r, 1)),
+        }
+    }
+
+    fn unit_bytes(&self) -> usize {
+        self.fixed.map_or(1, |tb| tb.unit_bytes as usize)
+    }
+
+    /// How far a position may be off: nothing with a configured timebase (where a sample is
+    /// more than 2 ticks or a whole number of them), and with a learnt ratio a byte plus
+    /// the ratio's uncertainty (1 in the run's bytes) over the distance from the anchor.
+    fn tolerance(&self, pos: i128) -> i128 {
+        match (self.fixed, self.learnt.span(), self.anchor) {
+            (Some(_), ..) => 0,
+            (None, Some(span), Some((_, p0))) => 1 + 2 * (pos - p0).abs() / i128::from(span.max(1)),
+            _ => 1,
+        }
+    }
+
+    fn position(&self, ticks: u64) -> Option<i128> {
+        let (r, _) = self.rate()?;
+        let (t0, p0) = self.anchor?;
+        Some(p0 + r.units_rounded(i128::from(ticks.wrapping_sub(t0) as i64)))
+    }
+}
+
+/// Extends short sequence numbers to 64 bits: see the [module documentation](self).
 #[derive(Debug, Clone)]
 pub struct SeqExtender {
     bits: u32,
     mask: u64,
+    period: u64,
     restart_seq: Option<u64>,
     newest: Option<Newest>,
-    ticks_per_byte: Option<f64>,
+    timeline: Timeline,
+    /// The largest payload since the stream (re)started: what a lost packet held at most.
+    nominal: usize,
+    /// `(ext, fingerprint)` of recent positions, for streams without timestamps.
+    prints: Vec<(u64, u64)>,
 }
 
 impl SeqExtender {
     /// An extender for `bits`-bit counters (1..=63). `restart_seq`: the number a restarted
-    /// sender begins with, recognised as a restart when it arrives out of turn (only useful
-    /// for long counters and streams without timestamps).
+    /// sender begins with (CHDR: 0). Ticks per unit of payload come with the packets
+    /// ([`SeqPacket::timebase`]) or are learnt from consecutive ones
+    /// ([`RateEstimate`](super::RateEstimate)).
     pub fn new(bits: u32, restart_seq: Option<u64>) -> Self {
         let bits = bits.clamp(1, 63);
         Self {
             bits,
             mask: (1u64 << bits) - 1,
+            period: 1u64 << bits,
             restart_seq,
             newest: None,
-            ticks_per_byte: None,
+            timeline: Timeline::default(),
+            nominal: 0,
+            prints: Vec::new(),
         }
     }
 
-    /// Ticks per payload byte learnt from consecutive packets, once known.
-    pub fn ticks_per_byte(&self) -> Option<f64> {
-        self.ticks_per_byte
+    /// Ticks per unit in force (configured or learnt) and bytes per unit.
+    pub fn rate(&self) -> Option<(Ratio, usize)> {
+        self.timeline.rate()
     }
 
-    fn restart(&mut self, seq: u64, ticks: Option<u64>, payload: usize) -> u64 {
-        let base = self.newest.map_or(0, |n| n.ext >> self.bits);
-        let ext = ((base + RESTART_PERIODS) << self.bits) | seq;
-        self.newest = Some(Newest {
-            ext,
-            ticks,
-            payload,
-        });
-        ext
+    /// The largest payload since the stream (re)started.
+    pub fn nominal(&self) -> usize {
+        self.nominal
     }
 
-    /// The 64-bit number of a packet carrying counter `seq`, timestamp `ticks` (any linear
-    /// time unit of the stream: CHDR ticks, VRT sample counts) and `payload` bytes.
-    pub fn extend(&mut self, seq: u64, ticks: Option<u64>, payload: usize) -> u64 {
-        let seq = seq & self.mask;
-        let Some(n) = self.newest else {
-            self.newest = Some(Newest {
-                ext: seq,
-                ticks,
-                payload,
-            });
-            return seq;
-        };
-        let period = self.mask as i64 + 1;
-        let d = (seq.wrapping_sub(n.ext) & self.mask) as i64;
-        let plain = if d < period / 2 { d } else { d - period };
-        let offset = if d == 1 {
-            1
-        } else if let (Some(t), Some(t0), Some(tpb)) = (ticks, n.ticks, self.ticks_per_byte)
-            && n.payload > 0
-        {
-            let est = t.wrapping_sub(t0) as i64 as f64 / (tpb * n.payload as f64);
-            let k = ((d as f64 - est) / period as f64).round() as i64;
-            let o = d - k * period;
-            if (o as f64 - est).abs() > (est.abs() / 8.0).max(1.0) {
-                return self.restart(seq, ticks, payload);
-            }
-            o
-        } else if self.restart_seq == Some(seq) {
-            return self.restart(seq, ticks, payload);
+    /// Whether packets need a [`fingerprint`]: the stream has no usable timestamps.
+    pub fn needs_fingerprint(&self) -> bool {
+        self.newest.is_none_or(|n| n.ticks.is_none())
+    }
+
+    fn units(&self, payload: usize) -> i128 {
+        (payload / self.timeline.unit_bytes()) as i128
+    }
+
+    /// The plain distance of counter `d` (0..period): ahead `1..period/2`, else behind or 0.
+    fn plain(&self, d: u64) -> i64 {
+        if d < self.period / 2 {
+            d as i64
         } else {
-            plain
+            d as i64 - self.period as i64
+        }
+    }
+
+    /// The 64-bit number of a packet, where it starts, and whether the format could prove it.
+    pub fn extend(&mut self, p: &SeqPacket) -> Widened {
+        let seq = p.seq & self.mask;
+        if p.payload > self.nominal {
+            self.nominal = p.payload;
+        }
+        let Some(n) = self.newest else {
+            return self.begin(seq, p, seq);
+        };
+        let d = seq.wrapping_sub(n.ext) & self.mask;
+        let plain = self.plain(d);
+        let start = p.ticks.and_then(|t| self.timeline.position(t));
+        let mut ambiguous = false;
+        let offset = match (start, n.start) {
+            (Some(s), Some(ns)) => match self.by_time(d, plain, s, ns, &n) {
+                Some((o, amb)) => {
+                    ambiguous = amb;
+                    o
+                }
+                None => return self.restart(seq, p),
+            },
+            _ => {
+                if self.restart_seq == Some(seq)
+                    && !(1..=(super::HISTORY as i64).min(self.period as i64 / 2 - 1))
+                        .contains(&plain)
+                {
+                    return self.restart(seq, p);
+                }
+                match (plain <= 0, p.fingerprint) {
+                    (true, Some(fp)) if p.ticks.is_none() => {
+                        let (o, amb) = self.by_print(n.ext, plain, fp);
+                        ambiguous = amb;
+                        o
+                    }
+                    _ => plain,
+                }
+            }
         };
         let ext = n.ext.wrapping_add(offset as u64);
-        if offset == 1
-            && let (Some(t), Some(t0)) = (ticks, n.ticks)
-            && n.payload > 0
-        {
-            let dt = t.wrapping_sub(t0) as i64;
-            if dt > 0 {
-                self.ticks_per_byte = Some(dt as f64 / n.payload as f64);
-            }
+        self.learn(&n, offset, p);
+        let start = p.ticks.and_then(|t| self.timeline.position(t));
+        if p.ticks.is_none() {
+            self.remember_print(ext, p.fingerprint);
         }
-        // Newer packets move the reference; so does one far behind (the start of a restarted
-        // run, which the tracker then recognises). A late or duplicate one does not.
-        if offset > 0 || offset < -(super::HISTORY as i64) {
+        if offset > 0 {
             self.newest = Some(Newest {
                 ext,
-                ticks,
-                payload,
+                ticks: p.ticks,
+                start,
+                units: self.units(p.payload),
+                payload: p.payload,
+                eob: p.eob,
             });
         }
-        ext
+        Widened {
+            ext,
+            start,
+            ambiguous,
+            restart: false,
+        }
+    }
+
+    /// The offset of a packet with a usable timestamp at `s` against the newest at `ns`,
+    /// and whether the format could not prove it; `None`: a restart. Positions are known
+    /// within the timeline's tolerance.
+    fn by_time(&self, d: u64, plain: i64, s: i128, ns: i128, n: &Newest) -> Option<(i64, bool)> {
+        let nominal = self.units(self.nominal).max(1);
+        let tol = self.timeline.tolerance(s);
+        let end = ns + n.units;
+        let period = self.period as i128;
+        if s >= end - tol {
+            let ahead = (s - end).max(0);
+            if n.eob {
+                // A new burst starts whenever the sender likes: the counter alone, nearest
+                // ahead (a loss of half a period or more cannot be told from a shorter one).
+                let k = if d == 0 { period } else { d as i128 };
+                return Some((k as i64, plain <= 0));
+            }
+            // k − 1 lost packets hold `ahead` units: at most `nominal` each, at least one.
+            let lo = ((ahead - tol).max(0) + nominal - 1) / nominal + 1;
+            let hi = ahead + tol + 1;
+            let k0 = if d == 0 { period } else { d as i128 };
+            let k = if k0 >= lo {
+                k0
+            } else {
+                k0 + period * ((lo - k0 + period - 1) / period)
+            };
+            if k <= hi {
+                return Some((i64::try_from(k).ok()?, false));
+            }
+            // Time jumped without a loss the counter could hold: a device's discontinuity.
+            return (plain == 1).then_some((1, false));
+        }
+        // Behind the newest one's end: position and counter must agree. The packets from
+        // this one up to the newest span `−rel` units, at most `nominal` and at least one
+        // each.
+        let rel = s - ns;
+        if rel.abs() <= tol {
+            return (d == 0).then_some((0, false));
+        }
+        if rel > 0 {
+            return None; // starts inside the newest packet
+        }
+        let at_least = (-rel - tol + nominal - 1) / nominal;
+        // The largest k ≤ −at_least with k ≡ d (mod period).
+        let x = -at_least;
+        let k = x - (x - d as i128).rem_euclid(period);
+        (-k <= -rel + tol && -k - at_least < period / 2)
+            .then(|| Some((i64::try_from(k).ok()?, false)))?
+    }
+
+    /// A number behind (or equal to) the newest one, on a stream without timestamps: a
+    /// duplicate when its fingerprint matches the one received there, late when nothing was
+    /// received there, new data after a long loss otherwise.
+    fn by_print(&self, newest: u64, plain: i64, fp: u64) -> (i64, bool) {
+        let cand = newest.wrapping_add(plain as u64);
+        match self.prints.get(cand as usize % PRINTS) {
+            Some(&(e, f)) if e == cand && f != fp => (plain + self.period as i64, true),
+            // The same bytes again, or a position never received (late, by the nearest
+            // number rule).
+            _ => (plain, false),
+        }
+    }
+
+    fn remember_print(&mut self, ext: u64, fp: Option<u64>) {
+        let Some(fp) = fp else { return };
+        if self.prints.is_empty() {
+            self.prints = vec![(u64::MAX, 0); PRINTS];
+        }
+        self.prints[ext as usize % PRINTS] = (ext, fp);
+    }
+
+    /// Learns the rate from consecutive packets, checks a configured one against them (a
+    /// receiver told the wrong sample rate would otherwise size every gap wrong: the first
+    /// pair that contradicts it, before any pair confirmed it, drops it for the learnt one),
+    /// and keeps positions continuous when the estimate changes.
+    fn learn(&mut self, n: &Newest, offset: i64, p: &SeqPacket) {
+        let (Some(t), Some(t0)) = (p.ticks, n.ticks) else {
+            return;
+        };
+        if offset != 1 || n.eob {
+            if offset > 0 {
+                self.timeline.learnt.break_run();
+            }
+            return;
+        }
+        let dt = t.wrapping_sub(t0);
+        if (dt as i64) <= 0 {
+            return;
+        }
+        let changed = self.timeline.learnt.pair(dt, n.payload as u64);
+        match self.timeline.fixed {
+            Some(tb) if !self.timeline.confirmed => {
+                if tb.ticks_per_unit.agrees(i128::from(dt), n.units) {
+                    self.timeline.confirmed = true;
+                } else {
+                    tracing::warn!(
+                        configured = %tb.ticks_per_unit,
+                        ticks = dt,
+                        samples = n.units,
+                        "the stream's timestamps do not follow the configured tick and sample \
+                         rates: gaps are sized from the rate learnt from the stream instead"
+                    );
+                    self.timeline.fixed = None;
+                    self.timeline.anchor = Some((t0, 0));
+                }
+            }
+            Some(_) => {}
+            None if changed => {
+                // Positions go on from the newest packet's, under the new rate.
+                self.timeline.anchor = Some((t0, n.start.unwrap_or(0)));
+            }
+            None => {}
+        }
+    }
+
+    fn begin(&mut self, seq: u64, p: &SeqPacket, ext: u64) -> Widened {
+        if p.timebase.is_some() && !self.timeline.confirmed {
+            self.timeline.fixed = p.timebase;
+        }
+        self.timeline.anchor = p.ticks.map(|t| (t, 0));
+        let start = p.ticks.map(|_| 0);
+        self.prints.clear();
+        self.remember_print(ext, p.fingerprint.filter(|_| p.ticks.is_none()));
+        self.newest = Some(Newest {
+            ext,
+            ticks: p.ticks,
+            start,
+            units: self.units(p.payload),
+            payload: p.payload,
+            eob: p.eob,
+        });
+        let _ = seq;
+        Widened {
+            ext,
+            start,
+            ambiguous: false,
+            restart: false,
+        }
+    }
+
+    fn restart(&mut self, seq: u64, p: &SeqPacket) -> Widened {
+        let base = self.newest.map_or(0, |n| n.ext >> self.bits);
+        let ext = ((base + RESTART_PERIODS) << self.bits) | seq;
+        self.nominal = p.payload;
+        self.timeline.learnt.break_run();
+        let mut w = self.begin(seq, p, ext);
+        w.restart = true;
+        w
     }
 }
 
@@ -137,6 +425,15 @@ impl SeqExtender {
 mod tests {
     use super::*;
     use crate::seq::{Reorder, SeqConfig, SeqEvent};
+
+    fn pkt(seq: u64, ticks: Option<u64>, payload: usize) -> SeqPacket {
+        SeqPacket {
+            seq,
+            ticks,
+            payload,
+            ..Default::default()
+        }
+    }
 
     /// A 4-bit stream of `n` packets of 100 samples with every `every`-th packet dropped and
     /// the rest through an extender and a reorder stage of window 64: the number of missed
@@ -152,7 +449,7 @@ mod tests {
                 continue;
             }
             let ts = timestamps.then_some(k * 100);
-            let ext = x.extend(k % 16, ts, 400);
+            let ext = x.extend(&pkt(k % 16, ts, 400)).ext;
             r.push(ext, k, &mut out);
         }
         r.flush_all(&mut out);
@@ -183,37 +480,111 @@ mod tests {
     #[test]
     fn long_losses_are_sized_by_the_timestamp() {
         let mut x = SeqExtender::new(4, None);
-        assert_eq!(x.extend(5, Some(1000), 400), 5);
-        assert_eq!(x.extend(6, Some(1100), 400), 6);
+        assert_eq!(x.extend(&pkt(5, Some(1000), 400)).ext, 5);
+        assert_eq!(x.extend(&pkt(6, Some(1100), 400)).ext, 6);
         // 40 packets lost (counter 6 → 47 ≡ 15).
-        assert_eq!(x.extend(47 % 16, Some(1100 + 41 * 100), 400), 47);
+        assert_eq!(x.extend(&pkt(47 % 16, Some(1100 + 41 * 100), 400)).ext, 47);
         // A duplicate and a late one stay behind.
-        assert_eq!(x.extend(47 % 16, Some(1100 + 41 * 100), 400), 47);
-        assert_eq!(x.extend(46 % 16, Some(1100 + 40 * 100), 400), 46);
+        assert_eq!(x.extend(&pkt(47 % 16, Some(1100 + 41 * 100), 400)).ext, 47);
+        assert_eq!(x.extend(&pkt(46 % 16, Some(1100 + 40 * 100), 400)).ext, 46);
+    }
+
+    /// Review defect 1: a loss of exactly 16·m packets moves a 4-bit counter by one.
+    #[test]
+    fn a_loss_of_sixteen_packets_is_not_the_next_packet() {
+        for m in 1..4u64 {
+            let mut x = SeqExtender::new(4, None);
+            x.extend(&pkt(0, Some(0), 400));
+            x.extend(&pkt(1, Some(100), 400));
+            let w = x.extend(&pkt(2, Some(100 * (2 + 16 * m)), 400));
+            assert_eq!(w.ext, 2 + 16 * m);
+            assert_eq!(w.start, Some(400 * (2 + 16 * m) as i128));
+        }
+    }
+
+    /// Review defect 4: the loss is measured from the end of a short packet, in packets of
+    /// the stream's size.
+    #[test]
+    fn a_short_packet_before_a_loss_does_not_inflate_it() {
+        let mut x = SeqExtender::new(4, None);
+        x.extend(&pkt(0, Some(0), 400));
+        x.extend(&pkt(1, Some(100), 400));
+        x.extend(&pkt(2, Some(200), 40)); // 10 samples
+        // Two packets lost after it: 4 starts at 210 + 200.
+        assert_eq!(x.extend(&pkt(5, Some(410), 400)).ext, 5);
+    }
+
+    /// A receiver told 200 Msps for a 10 Msps stream (20 ticks per sample): the first pair
+    /// shows it, and losses are then sized by the stream's own rate.
+    #[test]
+    fn a_configured_rate_the_stream_contradicts_is_dropped() {
+        let tb = Timebase::of_rates(200e6, 200e6, 4);
+        let mut x = SeqExtender::new(16, Some(0));
+        let p = |seq: u64| SeqPacket {
+            seq,
+            ticks: Some(seq * 100 * 20),
+            timebase: tb,
+            payload: 400,
+            ..Default::default()
+        };
+        for k in 0..10 {
+            assert_eq!(x.extend(&p(k)).ext, k);
+        }
+        assert_eq!(x.extend(&p(12)).ext, 12);
+        assert!(x.rate().is_some_and(|(_, unit)| unit == 1));
     }
 
     #[test]
     fn counter_re_armed_while_time_goes_on_is_a_restart() {
         let mut x = SeqExtender::new(16, Some(0));
         for k in 0..500u64 {
-            assert_eq!(x.extend(k, Some(k * 10), 40), k);
+            assert_eq!(x.extend(&pkt(k, Some(k * 10), 40)).ext, k);
         }
-        let e = x.extend(0, Some(5000), 40);
-        assert!(e > 1 << 30, "{e}");
-        assert_eq!(x.extend(1, Some(5010), 40), e + 1);
+        let w = x.extend(&pkt(0, Some(5000), 40));
+        assert!(w.restart && w.ext > 1 << 30, "{w:?}");
+        assert_eq!(x.extend(&pkt(1, Some(5010), 40)).ext, w.ext + 1);
     }
 
     #[test]
     fn without_timestamps_the_nearest_number_wins() {
         let mut x = SeqExtender::new(4, None);
-        assert_eq!(x.extend(14, None, 1), 14);
-        assert_eq!(x.extend(1, None, 1), 17); // 2 lost across the wrap
-        assert_eq!(x.extend(15, None, 1), 15); // late, behind
-        // CHDR without timestamps: the restart rule.
+        assert_eq!(x.extend(&pkt(14, None, 1)).ext, 14);
+        assert_eq!(x.extend(&pkt(1, None, 1)).ext, 17); // 2 lost across the wrap
+        assert_eq!(x.extend(&pkt(15, None, 1)).ext, 15); // late, behind
+        // CHDR without timestamps: the restart rule, but not across the wrap.
         let mut x = SeqExtender::new(16, Some(0));
         for k in 0..300u64 {
-            x.extend(k, None, 1);
+            x.extend(&pkt(k, None, 1));
         }
-        assert!(x.extend(0, None, 1) > 1 << 30);
+        assert!(x.extend(&pkt(0, None, 1)).restart);
+        let mut x = SeqExtender::new(16, Some(0));
+        for k in 65_000..65_535u64 {
+            x.extend(&pkt(k, None, 1));
+        }
+        // 65535 lost: 0 is the counter's continuation.
+        let w = x.extend(&pkt(0, None, 1));
+        assert_eq!((w.ext, w.restart), (65_536, false));
+    }
+
+    /// Review defect 2: a duplicate is proven by its fingerprint; a different packet at a
+    /// position behind is new data after a long loss, flagged.
+    #[test]
+    fn fingerprints_tell_a_duplicate_from_a_long_loss() {
+        let mut x = SeqExtender::new(4, None);
+        let p = |seq: u64, fp: u64| SeqPacket {
+            seq,
+            payload: 400,
+            fingerprint: Some(fp),
+            ..Default::default()
+        };
+        for k in 0..5u64 {
+            assert_eq!(x.extend(&p(k, 100 + k)).ext, k);
+        }
+        // Packet 3 again: a duplicate.
+        let w = x.extend(&p(3, 103));
+        assert_eq!((w.ext, w.ambiguous), (3, false));
+        // Counter 3 with other samples: 14 packets (5..=18) were lost.
+        let w = x.extend(&p(3, 999));
+        assert_eq!((w.ext, w.ambiguous), (19, true));
     }
 }

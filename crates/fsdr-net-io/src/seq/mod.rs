@@ -1,6 +1,41 @@
 //! Sequence tracking: missed frames, duplicates, late datagrams and sender restarts, for
-//! sequence numbers of any width (64, 16 or 4 bits), and a bounded reorder stage that restores
-//! order before the tracker sees a datagram.
+//! sequence numbers of any width (64, 16 or 4 bits), a bounded reorder stage that restores
+//! order before the tracker sees a datagram, and exact gap sizes from the timestamps.
+//!
+//! # What each format can tell apart
+//!
+//! The layer states, per format, what its packets prove and does only that; where a format
+//! cannot tell two cases apart it says so (the `ambiguous` counter and flag) instead of
+//! guessing silently. "Exact" below means: every delivered item in order, every lost
+//! packet counted in `missed`, zero-fill of exactly the lost items, tags on the right item.
+//! The property tests in `tests/model.rs` check each row against a reference model.
+//!
+//! | format | counter | time | loss | reorder | duplicate | restart | wrap |
+//! |---|---|---|---|---|---|---|---|
+//! | seq64, seq+size | 64 bits | none | exact (up to 2^20 frames; beyond: resync) | within the window; later: late | exact (history of 1024) | first number (1) out of turn, or 4 in a row far behind | never |
+//! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it | within the window | exact | counter and time disagree | exact |
+//! | CHDR without timestamps | 16 bits | none | exact below 32768 packets; sized as lost × largest payload | within the window | exact | 0 out of turn, except within 1024 ahead (the wrap) | exact |
+//! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length | within the window (≤ 7) | exact | counter and time disagree | exact |
+//! | VRT, integer seconds + sample count | 4 bits | with the sample rate ([`StreamClock`]) | as above; without the rate: as without time | | | | |
+//! | VRT without timestamps | 4 bits | none | lost mod 16 (16·m is invisible); 8–15 (mod 16) flagged `ambiguous` | within 3 | proven by the payload's fingerprint | not detectable | — |
+//!
+//! Rules behind the table:
+//! - **Time decides, the counter confirms** (formats with usable timestamps): every packet
+//!   gets an exact position on the stream's timeline from its timestamp and the exact
+//!   [`Ratio`] of ticks per sample ([`Timebase`], or learnt from a long run of consecutive
+//!   packets by [`RateEstimate`]). A loss is the fewest packets (matching the counter) that
+//!   can hold the missing time, and is zero-filled to exactly that time. A jump of time with
+//!   the counter one ahead is a time discontinuity (tagged, not filled); after an end of
+//!   burst the counter alone sizes a loss.
+//! - **Without time, the nearest number**: ahead up to half the counter's period is a gap;
+//!   behind is late (position missed) or a duplicate — a duplicate only when the payload's
+//!   [`fingerprint`] equals the one received there. Different bytes at a received position
+//!   are new data after a long loss: delivered, counted `ambiguous`.
+//! - **Lost items**: from the timestamps where usable; otherwise lost packets × the largest
+//!   payload since the stream (re)started.
+//! - A timestamp is exact to the item when ticks per item is an integer or at least 2
+//!   (every UHD and DIFI configuration); between 1 and 2, a receiver that joins mid-stream
+//!   can be one item off.
 //!
 //! ```
 //! use fsdr_net_io::seq::{SeqConfig, SeqEvent, SeqTracker};
@@ -13,12 +48,15 @@
 //! assert_eq!(t.observe(2), SeqEvent::Duplicate);
 //! ```
 
+mod clock;
 mod extend;
 mod reorder;
-pub(crate) mod stream;
+mod stream;
 
-pub use extend::SeqExtender;
+pub use clock::{RateEstimate, Ratio, StreamClock, Timebase};
+pub use extend::{SeqExtender, SeqPacket, Widened, fingerprint};
 pub use reorder::{Released, Reorder};
+pub use stream::{Gap, StreamOrder, Tracking};
 
 /// How many recent positions the tracker remembers to tell late datagrams from duplicates.
 pub const HISTORY: u64 = 1024;

@@ -13,6 +13,24 @@ pub struct Released<T> {
     pub deliver: bool,
     /// The datagram (or its handle).
     pub item: T,
+    /// The gap before it, sized ([`StreamOrder`](super::StreamOrder) fills it in; a bare
+    /// `Reorder` leaves it empty and the frames are in `event`).
+    pub gap: super::Gap,
+    /// The format could not prove where this datagram belongs ([`super::Gap::ambiguous`]).
+    pub ambiguous: bool,
+}
+
+impl<T> Released<T> {
+    /// A released datagram with no gap sized and nothing ambiguous.
+    pub fn new(event: SeqEvent, deliver: bool, item: T) -> Self {
+        Self {
+            event,
+            deliver,
+            item,
+            gap: super::Gap::default(),
+            ambiguous: false,
+        }
+    }
 }
 
 /// Restores order within a window of `window` datagrams before sequence tracking.
@@ -122,11 +140,8 @@ impl<T> Reorder<T> {
     /// duplicate or late.
     fn observe_and_release(&mut self, seq: u64, item: T, out: &mut Vec<Released<T>>) {
         let event = self.tracker.observe(seq);
-        out.push(Released {
-            event,
-            deliver: !matches!(event, SeqEvent::Duplicate | SeqEvent::Late),
-            item,
-        });
+        let deliver = !matches!(event, SeqEvent::Duplicate | SeqEvent::Late);
+        out.push(Released::new(event, deliver, item));
     }
 
     /// Releases everything held, in order.
@@ -172,11 +187,7 @@ impl<T> Reorder<T> {
                     self.held.resize_with(n, || None);
                 }
                 if self.held[n - 1].is_some() {
-                    out.push(Released {
-                        event: SeqEvent::Duplicate,
-                        deliver: false,
-                        item,
-                    });
+                    out.push(Released::new(SeqEvent::Duplicate, false, item));
                 } else {
                     self.held[n - 1] = Some((seq, item));
                     self.held_count += 1;
@@ -190,11 +201,7 @@ impl<T> Reorder<T> {
                 // Decided before the flush: releasing held datagrams ends the run.
                 self.flush_all(out);
                 let event = self.tracker.restart_at(seq);
-                out.push(Released {
-                    event,
-                    deliver: true,
-                    item,
-                });
+                out.push(Released::new(event, true, item));
             }
             SeqOffset::Resync | SeqOffset::First => {
                 self.flush_all(out);
@@ -203,11 +210,7 @@ impl<T> Reorder<T> {
             SeqOffset::Ahead(_) | SeqOffset::Behind(_) | SeqOffset::FarBehind => {
                 let event = self.tracker.observe(seq);
                 let deliver = matches!(event, SeqEvent::Gap { .. } | SeqEvent::InOrder);
-                out.push(Released {
-                    event,
-                    deliver,
-                    item,
-                });
+                out.push(Released::new(event, deliver, item));
             }
         }
     }

@@ -1,41 +1,155 @@
 //! [`StreamOrder`]: everything the receive side does with one stream's sequence numbers —
 //! widen a short counter, restore order within a window, track gaps, duplicates, late
-//! datagrams and restarts, and size a gap in bytes from the timestamps. The engine's consumer
-//! keeps one per stream; the in-place receiver keeps one for its stream.
+//! datagrams and restarts, and size each gap in bytes. The engine's consumer keeps one per
+//! stream; the in-place receiver keeps one for its stream; anyone may drive one by hand.
+//!
+//! ```
+//! use fsdr_net_io::Format;
+//! use fsdr_net_io::seq::{SeqPacket, StreamOrder, Tracking};
+//!
+//! // VRT with sample-count timestamps, 100 samples (400 bytes) per packet, no reordering.
+//! let tracking = Tracking::for_format(Format::Vrt, 1).unwrap();
+//! let mut order = StreamOrder::new(tracking, 0);
+//! let mut out = Vec::new();
+//! for k in [0u64, 1, 18] {
+//!     let p = SeqPacket { seq: k % 16, ticks: Some(100 * k), payload: 400, ..Default::default() };
+//!     let w = order.widen(&p);
+//!     order.push(w, &p, k, &mut out);
+//! }
+//! // 16 packets (6400 bytes) were lost before the third one.
+//! assert_eq!(out[2].gap.frames, 16);
+//! assert_eq!(out[2].gap.bytes, Some(6400));
+//! ```
 
 use std::time::Instant;
 
-use super::{Released, Reorder, SeqConfig, SeqEvent, SeqExtender, SeqOffset};
-use crate::engine::Gap;
+use super::extend::Widened;
+use super::{
+    Released, Reorder, SeqConfig, SeqEvent, SeqExtender, SeqOffset, SeqPacket, StreamClock,
+};
+use crate::format::Format;
 
-/// How sequence numbers of a format are tracked.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Tracking {
+/// What sequence tracking found just before a datagram.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gap {
+    /// Frames missing before this datagram.
+    pub frames: u64,
+    /// Payload bytes missing before it: exact from the timestamps where the format has
+    /// usable ones (and the previous datagram did not end a burst); otherwise `frames` ×
+    /// the stream's largest payload since it (re)started. `None` only when no payload size
+    /// is known yet.
+    pub bytes: Option<u64>,
+    /// The format could not prove the count: a short counter without timestamps saw a
+    /// packet whose number was behind but whose payload was not the one received there, so
+    /// the loss is `frames` plus an unknown multiple of the counter's period.
+    pub ambiguous: bool,
+}
+
+/// How sequence numbers of a stream are tracked.
+///
+/// ```
+/// use fsdr_net_io::Format;
+/// use fsdr_net_io::seq::Tracking;
+///
+/// let t = Tracking::for_format(Format::Chdr, 1).unwrap();
+/// assert_eq!((t.short_bits, t.restart_seq), (Some(16), Some(0)));
+/// assert!(Tracking::for_format(Format::Raw, 1).is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tracking {
     /// Tracker rules (64-bit space).
-    pub(crate) seq: SeqConfig,
+    pub seq: SeqConfig,
     /// Width of the format's counter when it is shorter than 64 bits.
-    pub(crate) short_bits: Option<u32>,
+    pub short_bits: Option<u32>,
     /// The number a restarted sender begins with (for the extender of 16-bit counters).
-    pub(crate) restart_seq: Option<u64>,
+    pub restart_seq: Option<u64>,
+    /// The rates, when known: timestamps are read with them
+    /// ([`StreamClock::read`]); ratios not given are learnt.
+    pub clock: StreamClock,
+}
+
+impl Tracking {
+    /// The defaults of `format` for `threads` receive threads (restart numbers are only
+    /// trusted with one: with several, an early datagram can come out far behind its
+    /// successors); `None` for formats without sequence numbers.
+    pub fn for_format(format: Format, threads: usize) -> Option<Self> {
+        let bits = format.seq_bits()?;
+        let mut seq = SeqConfig::for_bits(64);
+        // A GNU Radio sink that restarts begins again at its first number.
+        if bits == 64 && threads == 1 {
+            seq.restart_seq = Some(format.first_seq());
+        }
+        Some(Self {
+            seq,
+            short_bits: (bits < 64).then_some(bits),
+            // A 16-bit counter recurs rarely enough that its first number out of turn means
+            // a restart (unless just across the wrap); a 4-bit one recurs every 16 packets.
+            restart_seq: ((16..64).contains(&bits) && threads == 1).then(|| format.first_seq()),
+            clock: StreamClock::default(),
+        })
+    }
+
+    /// With known rates.
+    pub fn with_clock(mut self, clock: StreamClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// A datagram's facts for [`StreamOrder::widen`] (without its fingerprint).
+    pub fn packet(&self, info: &crate::format::PacketInfo) -> SeqPacket {
+        let (ticks, timebase) = info
+            .timestamp
+            .and_then(|t| self.clock.read(&t))
+            .map_or((None, None), |(t, tb)| (Some(t), tb));
+        SeqPacket {
+            seq: info.seq.unwrap_or(0),
+            ticks,
+            timebase,
+            payload: info.payload_len as usize,
+            eob: info.eob,
+            fingerprint: None,
+        }
+    }
+}
+
+/// A datagram inside the reorder window, with what its gap needs.
+#[derive(Debug)]
+struct Held<T> {
+    item: T,
+    start: Option<i128>,
+    units: i128,
+    payload: usize,
+    eob: bool,
+    ambiguous: bool,
+}
+
+/// The last datagram released for delivery.
+#[derive(Debug, Clone, Copy)]
+struct Last {
+    end: Option<i128>,
+    eob: bool,
 }
 
 /// One stream's sequence handling. `T` is what travels with a datagram through the reorder
 /// window (a slot index, an owned copy, a position in an output buffer).
-pub(crate) struct StreamOrder<T> {
+#[derive(Debug)]
+pub struct StreamOrder<T> {
     /// Widens a short counter (4 or 16 bits) to 64 bits.
     extender: Option<SeqExtender>,
-    reorder: Reorder<T>,
+    reorder: Reorder<Held<T>>,
     /// Since when datagrams have been held for a missing one.
     held_since: Option<Instant>,
-    /// Timestamp and payload length of the last datagram delivered, to size a gap in bytes.
-    last_delivered: Option<(u64, usize)>,
+    last: Option<Last>,
+    /// The largest payload released since the stream (re)started.
+    nominal: usize,
+    scratch: Vec<Released<Held<T>>>,
 }
 
 impl<T> StreamOrder<T> {
     /// A stream tracked as `tracking` says, reordering within `window` datagrams (bounded by
-    /// half the period of a short counter: without timestamps the extender can only tell
-    /// ahead from behind within that).
-    pub(crate) fn new(tracking: Tracking, window: usize) -> Self {
+    /// half the period of a short counter: the extender can only tell ahead from behind
+    /// within that).
+    pub fn new(tracking: Tracking, window: usize) -> Self {
         Self {
             extender: tracking
                 .short_bits
@@ -48,30 +162,118 @@ impl<T> StreamOrder<T> {
                 },
             ),
             held_since: None,
-            last_delivered: None,
+            last: None,
+            nominal: 0,
+            scratch: Vec::new(),
         }
     }
 
-    /// Widens a sequence number of the format to the 64-bit space the tracker works in.
-    pub(crate) fn widen(&mut self, seq: u64, ticks: Option<u64>, payload: usize) -> u64 {
+    /// Whether [`widen`](Self::widen) wants the payload's
+    /// [`fingerprint`](super::fingerprint) (a short counter without timestamps).
+    pub fn needs_fingerprint(&self) -> bool {
+        self.extender
+            .as_ref()
+            .is_some_and(|x| x.needs_fingerprint())
+    }
+
+    /// Widens the datagram's sequence number to the 64-bit space the tracker works in.
+    pub fn widen(&mut self, p: &SeqPacket) -> Widened {
         match self.extender.as_mut() {
-            Some(x) => x.extend(seq, ticks, payload),
-            None => seq,
+            Some(x) => x.extend(p),
+            None => Widened {
+                ext: p.seq,
+                start: None,
+                ambiguous: false,
+                restart: false,
+            },
         }
     }
 
-    /// Whether a widened `seq` would go out at once, in order, with no gap and nothing held.
-    pub(crate) fn is_next(&self, seq: u64) -> bool {
-        self.reorder.held() == 0 && self.reorder.tracker().offset(seq) == SeqOffset::Expected
+    /// Whether a widened datagram would go out at once, in order, with no gap and nothing
+    /// held.
+    pub fn is_next(&self, w: &Widened) -> bool {
+        !w.restart
+            && self.reorder.held() == 0
+            && self.reorder.tracker().offset(w.ext) == SeqOffset::Expected
     }
 
-    /// Takes in a datagram with a widened `seq`; appends what can be released to `out`, and
-    /// returns how many datagrams were put back in order by this call.
-    pub(crate) fn push(&mut self, seq: u64, item: T, out: &mut Vec<Released<T>>) -> u64 {
+    fn units(&self, payload: usize) -> i128 {
+        let unit = self
+            .extender
+            .as_ref()
+            .and_then(|x| x.rate())
+            .map_or(1, |(_, u)| u);
+        (payload / unit) as i128
+    }
+
+    /// Takes in a widened datagram (`p` as given to [`widen`](Self::widen)); appends what
+    /// can be released to `out`, each with its [`Gap`], and returns how many datagrams were
+    /// put back in order by this call.
+    pub fn push(&mut self, w: Widened, p: &SeqPacket, item: T, out: &mut Vec<Released<T>>) -> u64 {
         let before = self.reorder.restored();
-        self.reorder.push(seq, item, out);
+        let held = Held {
+            item,
+            start: w.start,
+            units: self.units(p.payload),
+            payload: p.payload,
+            eob: p.eob,
+            ambiguous: w.ambiguous,
+        };
+        let mut scratch = std::mem::take(&mut self.scratch);
+        // A restart's number lies far beyond any gap: the tracker resyncs on it.
+        self.reorder.push(w.ext, held, &mut scratch);
+        self.release(&mut scratch, out);
+        self.scratch = scratch;
         self.note_held();
         self.reorder.restored() - before
+    }
+
+    /// Sizes the gap of each released datagram, in release (= delivery) order.
+    fn release(&mut self, from: &mut Vec<Released<Held<T>>>, out: &mut Vec<Released<T>>) {
+        let unit = self
+            .extender
+            .as_ref()
+            .and_then(|x| x.rate())
+            .map_or(1, |(_, u)| u as u64);
+        for r in from.drain(..) {
+            let h = r.item;
+            let mut gap = Gap::default();
+            if r.deliver {
+                match r.event {
+                    SeqEvent::First | SeqEvent::Resync => self.nominal = h.payload,
+                    _ => self.nominal = self.nominal.max(h.payload),
+                }
+                if let SeqEvent::Gap { missed } = r.event {
+                    let by_time = match (h.start, self.last) {
+                        (
+                            Some(s),
+                            Some(Last {
+                                end: Some(e),
+                                eob: false,
+                            }),
+                        ) if s >= e => Some((s - e) as u64 * unit),
+                        _ => None,
+                    };
+                    gap = Gap {
+                        frames: missed,
+                        bytes: by_time
+                            .or_else(|| (self.nominal > 0).then(|| missed * self.nominal as u64)),
+                        ambiguous: h.ambiguous,
+                    };
+                }
+                self.last = Some(Last {
+                    end: h.start.map(|s| s + h.units),
+                    eob: h.eob,
+                });
+            }
+            out.push(Released {
+                event: r.event,
+                deliver: r.deliver,
+                item: h.item,
+                gap,
+                ambiguous: h.ambiguous,
+            });
+        }
     }
 
     fn note_held(&mut self) {
@@ -83,46 +285,31 @@ impl<T> StreamOrder<T> {
     }
 
     /// Since when datagrams have been held for a missing one.
-    pub(crate) fn held_since(&self) -> Option<Instant> {
+    pub fn held_since(&self) -> Option<Instant> {
         self.held_since
     }
 
+    /// Datagrams held for a missing one.
+    pub fn held(&self) -> usize {
+        self.reorder.held()
+    }
+
     /// Gives up on the oldest missing datagram(s); returns whether anything was held.
-    pub(crate) fn flush_oldest(&mut self, out: &mut Vec<Released<T>>) -> bool {
-        let any = self.reorder.flush_oldest(out);
+    pub fn flush_oldest(&mut self, out: &mut Vec<Released<T>>) -> bool {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let any = self.reorder.flush_oldest(&mut scratch);
+        self.release(&mut scratch, out);
+        self.scratch = scratch;
         self.held_since = (self.reorder.held() > 0).then(Instant::now);
         any
     }
 
     /// Releases everything held, in order.
-    pub(crate) fn flush_all(&mut self, out: &mut Vec<Released<T>>) {
-        self.reorder.flush_all(out);
+    pub fn flush_all(&mut self, out: &mut Vec<Released<T>>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.reorder.flush_all(&mut scratch);
+        self.release(&mut scratch, out);
+        self.scratch = scratch;
         self.held_since = None;
-    }
-
-    /// The gap before a datagram that is delivered now (`event` from its release), sized in
-    /// bytes from the timestamps when the format's counter is short and timestamps count
-    /// samples; remembers the datagram for the next gap.
-    pub(crate) fn gap_before(
-        &mut self,
-        event: SeqEvent,
-        ticks: Option<u64>,
-        payload: usize,
-    ) -> Gap {
-        let mut gap = Gap::default();
-        if let SeqEvent::Gap { missed } = event {
-            gap.frames = missed;
-            if let (Some(t), Some((t0, p0)), Some(tpb)) = (
-                ticks,
-                self.last_delivered,
-                self.extender.as_ref().and_then(|x| x.ticks_per_byte()),
-            ) {
-                // Bytes between the end of the previous datagram and this one.
-                let missing = t.wrapping_sub(t0) as i64 as f64 / tpb - p0 as f64;
-                gap.bytes = Some(missing.round().max(0.0) as u64);
-            }
-        }
-        self.last_delivered = ticks.map(|t| (t, payload));
-        gap
     }
 }

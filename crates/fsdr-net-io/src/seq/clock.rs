@@ -1,0 +1,470 @@
+//! Exact time arithmetic for a stream's timestamps: [`Ratio`] (ticks per item as a fraction
+//! of integers, never a float learnt from one packet pair), [`Timebase`] (ticks per unit and
+//! bytes per unit), and [`RateEstimate`], which recovers the ratio from a long run of
+//! consecutive packets when nobody configured it.
+//!
+//! A sender stamps the packet that starts after `n` items with `t0 + round(n × tpi)` (UHD,
+//! DIFI devices, this crate's [`Framer`](crate::send::Framer)). Inverting that with the exact
+//! ratio, `round((t − t0) / tpi)`, gives `n` back whenever the rounding error of both
+//! timestamps (at most half a tick each) is under half an item: always for an integer
+//! `tpi`, and for any `tpi` above 2 ticks. A float `tpi` learnt from one pair is off by up to
+//! a tick per packet, which grows over a long gap (32 samples over 1000 packets at 200 MHz /
+//! 30.72 Msps).
+//!
+//! ```
+//! use fsdr_net_io::seq::Ratio;
+//!
+//! // 200 MHz ticks, 30.72 Msps: 625/96 ticks per sample.
+//! let tpi = Ratio::of_rates(200e6, 30.72e6).unwrap();
+//! assert_eq!((tpi.num(), tpi.den()), (625, 96));
+//! // 1000 packets of 364 samples later, the timestamp says exactly 364 000 samples.
+//! let ticks = tpi.ticks_rounded(364_000);
+//! assert_eq!(tpi.units_rounded(ticks as i128), 364_000);
+//! ```
+
+use std::cmp::Ordering;
+
+/// A positive fraction `num / den` of two integers, in lowest terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ratio {
+    num: u64,
+    den: u64,
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+impl Ratio {
+    /// `num / den` in lowest terms; `None` when either is zero.
+    pub fn new(num: u64, den: u64) -> Option<Self> {
+        if num == 0 || den == 0 {
+            return None;
+        }
+        let g = gcd(num, den);
+        Some(Self {
+            num: num / g,
+            den: den / g,
+        })
+    }
+
+    /// The integer `n`.
+    pub fn integer(n: u64) -> Option<Self> {
+        Self::new(n, 1)
+    }
+
+    /// Numerator.
+    pub fn num(&self) -> u64 {
+        self.num
+    }
+
+    /// Denominator.
+    pub fn den(&self) -> u64 {
+        self.den
+    }
+
+    /// As a float (for display and tags).
+    pub fn to_f64(&self) -> f64 {
+        self.num as f64 / self.den as f64
+    }
+
+    /// Whether the ratio is a whole number.
+    pub fn is_integer(&self) -> bool {
+        self.den == 1
+    }
+
+    /// `self / d` (for ticks per byte from ticks per item and bytes per item).
+    pub fn div_int(&self, d: u64) -> Option<Self> {
+        Self::new(self.num, self.den.checked_mul(d)?)
+    }
+
+    /// The exact ratio `a / b` of two rates given in Hz (or samples/s). Rates are whole
+    /// numbers in practice (200e6, 30.72e6, 491.52e6); a rate with up to six decimals is
+    /// scaled to an integer first; anything else goes through [`Ratio::from_f64`].
+    pub fn of_rates(a: f64, b: f64) -> Option<Self> {
+        if !(a.is_finite() && b.is_finite() && a > 0.0 && b > 0.0) {
+            return None;
+        }
+        let mut scale = 1.0;
+        for _ in 0..=6 {
+            let (x, y) = (a * scale, b * scale);
+            if x.fract() == 0.0 && y.fract() == 0.0 && x < 9e15 && y < 9e15 {
+                return Self::new(x as u64, y as u64);
+            }
+            scale *= 10.0;
+        }
+        Self::from_f64(a / b)
+    }
+
+    /// The simplest fraction within a relative 1e-12 of `x` (continued fractions), with a
+    /// denominator of at most 2^32.
+    pub fn from_f64(x: f64) -> Option<Self> {
+        if !(x.is_finite() && x > 0.0 && x < 1.8e19) {
+            return None;
+        }
+        // Convergents h/k of the continued fraction of x.
+        let (mut h0, mut h1) = (0u128, 1u128);
+        let (mut k0, mut k1) = (1u128, 0u128);
+        let mut rest = x;
+        let mut best = None;
+        for _ in 0..64 {
+            let a = rest.floor();
+            if a > 1.8e19 {
+                break;
+            }
+            let a = a as u128;
+            let (h2, k2) = (a * h1 + h0, a * k1 + k0);
+            if k2 > 1 << 32 || h2 > u64::MAX as u128 {
+                break;
+            }
+            (h0, h1, k0, k1) = (h1, h2, k1, k2);
+            best = Self::new(h1 as u64, k1 as u64);
+            if ((h1 as f64 / k1 as f64) - x).abs() <= x * 1e-12 {
+                break;
+            }
+            let f = rest - rest.floor();
+            if f < 1e-15 {
+                break;
+            }
+            rest = 1.0 / f;
+        }
+        best
+    }
+
+    /// The simplest fraction `p/q` (smallest `q`, then `p`) with `lo ≤ p/q ≤ hi`, for two
+    /// bounds given as fractions `lo = (ln, ld)`, `hi = (hn, hd)` with `0 < lo ≤ hi`: the
+    /// Stern–Brocot walk. `None` for bad bounds.
+    pub fn simplest_between(lo: (u64, u64), hi: (u64, u64)) -> Option<Self> {
+        let (ln, ld) = (u128::from(lo.0), u128::from(lo.1));
+        let (hn, hd) = (u128::from(hi.0), u128::from(hi.1));
+        if ld == 0 || hd == 0 || ln == 0 || ln * hd > hn * ld {
+            return None;
+        }
+        // The continued fraction of both bounds, as far as they agree: x = a + 1/x', with
+        // x' the simplest fraction in [1/(hi − a), 1/(lo − a)]. The terms are collected and
+        // folded back at the end.
+        let (mut ln, mut ld, mut hn, mut hd) = (ln, ld, hn, hd);
+        let mut terms = Vec::new();
+        let last = loop {
+            let a = ln / ld;
+            if a * ld == ln {
+                break a; // lo itself is a whole number
+            }
+            if (a + 1) * hd <= hn {
+                break a + 1; // a whole number lies in (lo, hi]
+            }
+            terms.push(a);
+            if terms.len() > 128 {
+                return None;
+            }
+            (ln, ld, hn, hd) = (hd, hn - a * hd, ld, ln - a * ld);
+        };
+        // Fold a_0 + 1/(a_1 + 1/(… + 1/last)).
+        let (mut p, mut q) = (last, 1u128);
+        for &a in terms.iter().rev() {
+            (p, q) = (a * p + q, p);
+        }
+        if p > u128::from(u64::MAX) || q > u128::from(u64::MAX) {
+            return None;
+        }
+        Self::new(p as u64, q as u64)
+    }
+
+    /// `round(n × self)`, halves rounded up: the ticks `n` units after a reference, as a
+    /// sender stamps them.
+    pub fn ticks_rounded(&self, n: u64) -> u64 {
+        let x = u128::from(n) * u128::from(self.num);
+        ((2 * x + u128::from(self.den)) / (2 * u128::from(self.den))) as u64
+    }
+
+    /// `round(ticks / self)`, halves away from zero: the units that `ticks` ticks hold.
+    pub fn units_rounded(&self, ticks: i128) -> i128 {
+        let x = ticks * i128::from(self.den);
+        let n = i128::from(self.num);
+        let q = (2 * x.abs() + n) / (2 * n);
+        if x < 0 { -q } else { q }
+    }
+
+    /// Compares `ticks` with `units × self` and says whether they agree within what a
+    /// sender's rounding can explain: less than one tick, and less than half a unit (so a
+    /// jump of one unit is never taken for rounding).
+    pub fn agrees(&self, ticks: i128, units: i128) -> bool {
+        // |ticks × den − units × num| < min(den, num / 2), all times 2 to stay integral.
+        let dev = (ticks * i128::from(self.den) - units * i128::from(self.num)).abs();
+        let tol2 = (2 * i128::from(self.den)).min(i128::from(self.num));
+        2 * dev < tol2
+    }
+}
+
+impl PartialOrd for Ratio {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ratio {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (u128::from(self.num) * u128::from(other.den))
+            .cmp(&(u128::from(other.num) * u128::from(self.den)))
+    }
+}
+
+impl std::fmt::Display for Ratio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.den == 1 {
+            write!(f, "{}", self.num)
+        } else {
+            write!(f, "{}/{}", self.num, self.den)
+        }
+    }
+}
+
+/// How a stream's timestamps relate to its payload: `ticks_per_unit` ticks per unit of
+/// `unit_bytes` payload bytes (a sample, when the rates are known; a byte, when learnt).
+///
+/// ```
+/// use fsdr_net_io::seq::{Ratio, Timebase};
+///
+/// // CHDR at 200 MHz ticks, 50 Msps sc16: 4 ticks per 4-byte sample.
+/// let tb = Timebase::of_rates(200e6, 50e6, 4).unwrap();
+/// assert_eq!(tb.ticks_per_unit, Ratio::integer(4).unwrap());
+/// assert_eq!(tb.unit_bytes, 4);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timebase {
+    /// Ticks per unit.
+    pub ticks_per_unit: Ratio,
+    /// Payload bytes per unit (bytes per sample on the wire).
+    pub unit_bytes: u32,
+}
+
+impl Timebase {
+    /// From the device's tick rate and sample rate and the bytes per sample on the wire.
+    pub fn of_rates(tick_rate: f64, sample_rate: f64, bytes_per_sample: u32) -> Option<Self> {
+        (bytes_per_sample > 0).then_some(())?;
+        Some(Self {
+            ticks_per_unit: Ratio::of_rates(tick_rate, sample_rate)?,
+            unit_bytes: bytes_per_sample,
+        })
+    }
+
+    /// Whole units in `bytes` payload bytes.
+    pub fn units_in(&self, bytes: usize) -> i128 {
+        (bytes / self.unit_bytes as usize) as i128
+    }
+}
+
+/// What the receive side knows of a stream's clock: the device's tick rate and the sample
+/// rate (when given) and the bytes one sample takes on the wire. It puts every kind of
+/// timestamp on its own linear scale with that scale's exact [`Timebase`]: CHDR ticks
+/// (tick rate / sample rate per sample), VRT sample counts (one per sample, integer seconds
+/// times the sample rate), VRT picoseconds (10^12 / sample rate per sample), VRT
+/// free-running counts (tick rate / sample rate).
+///
+/// ```
+/// use fsdr_net_io::format::Timestamp;
+/// use fsdr_net_io::seq::{Ratio, StreamClock};
+///
+/// let clock = StreamClock { tick_rate: Some(200e6), sample_rate: Some(30.72e6), bytes_per_sample: 4 };
+/// let (ticks, tb) = clock.read(&Timestamp::Ticks(1000)).unwrap();
+/// assert_eq!(ticks, 1000);
+/// assert_eq!(tb.unwrap().ticks_per_unit, Ratio::new(625, 96).unwrap());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StreamClock {
+    /// The device's tick rate in Hz (CHDR timestamps, VRT free-running counts).
+    pub tick_rate: Option<f64>,
+    /// Samples per second.
+    pub sample_rate: Option<f64>,
+    /// Wire bytes per sample (0: unknown; the ratio is then learnt per byte).
+    pub bytes_per_sample: u32,
+}
+
+impl StreamClock {
+    /// A timestamp on its linear scale, with the scale's timebase when the rates give it;
+    /// `None` when the timestamp has no usable fractional part.
+    pub fn read(&self, ts: &crate::format::Timestamp) -> Option<(u64, Option<Timebase>)> {
+        use crate::format::Timestamp;
+        use crate::format::vrt::Tsf;
+        let tb = |per_sample: Option<Ratio>| {
+            let bps = self.bytes_per_sample;
+            per_sample.filter(|_| bps > 0).map(|r| Timebase {
+                ticks_per_unit: r,
+                unit_bytes: bps,
+            })
+        };
+        let rates = |a: Option<f64>| {
+            a.zip(self.sample_rate)
+                .and_then(|(a, s)| Ratio::of_rates(a, s))
+        };
+        match ts {
+            Timestamp::Ticks(t) => Some((*t, tb(rates(self.tick_rate)))),
+            Timestamp::Vrt(v) => match v.tsf {
+                Tsf::SampleCount => Some((ts.linear_at(self.sample_rate)?, tb(Ratio::integer(1)))),
+                Tsf::RealTime => Some((ts.linear()?, tb(rates(Some(1e12))))),
+                Tsf::FreeRunning => Some((ts.linear()?, tb(rates(self.tick_rate)))),
+                Tsf::None => None,
+            },
+        }
+    }
+}
+
+/// Recovers ticks per byte from consecutive packets when no [`Timebase`] was configured.
+///
+/// A run of consecutive packets (no loss, no end of burst between them) spanning `B` payload
+/// bytes and `T` ticks bounds the true ratio to `[(T − 1) / B, (T + 1) / B]`; the estimate is
+/// the simplest fraction in that interval, taken from the longest run so far. Real ratios are
+/// simple fractions (4, 1/4, 625/384), so the estimate becomes exact once the run is long
+/// enough to exclude every simpler fraction, and is off by at most `1/B` before.
+#[derive(Debug, Clone, Default)]
+pub struct RateEstimate {
+    /// The current run: ticks and bytes from its first packet to its last packet's start.
+    run: Option<(u64, u64)>,
+    /// The longest run's bounds, and the estimate from it.
+    best: Option<(u64, u64)>,
+    estimate: Option<Ratio>,
+}
+
+impl RateEstimate {
+    /// The estimate, once two consecutive packets were seen.
+    pub fn get(&self) -> Option<Ratio> {
+        self.estimate
+    }
+
+    /// Two consecutive packets: the first carried `bytes` payload bytes, the second started
+    /// `ticks` ticks after it. Returns true when the estimate changed.
+    pub fn pair(&mut self, ticks: u64, bytes: u64) -> bool {
+        if ticks == 0 || bytes == 0 {
+            self.run = None;
+            return false;
+        }
+        // A pair that disagrees with the estimate by more than a tick and 1% is not the
+        // stream's rate (a device time jump): it starts a new run.
+        if let Some(e) = self.estimate {
+            let want = i128::from(e.num) * i128::from(bytes);
+            let got = i128::from(ticks) * i128::from(e.den);
+            let tol = i128::from(e.den) + want / 100;
+            if (want - got).abs() > tol {
+                self.run = None;
+                return false;
+            }
+        }
+        let (t, b) = match self.run {
+            Some((t, b)) => (t + ticks, b + bytes),
+            None => (ticks, bytes),
+        };
+        self.run = Some((t, b));
+        if self.best.is_some_and(|(_, bb)| bb >= b) {
+            return false;
+        }
+        self.best = Some((t, b));
+        let lo = (t.saturating_sub(1).max(1), b);
+        let new = Ratio::simplest_between(lo, (t + 1, b));
+        let changed = new != self.estimate;
+        self.estimate = new;
+        changed
+    }
+
+    /// Payload bytes of the longest run of consecutive packets the estimate comes from.
+    pub fn span(&self) -> Option<u64> {
+        self.best.map(|(_, b)| b)
+    }
+
+    /// Forgets the current run (a loss, an end of burst, a restart): the next pair starts
+    /// a new one.
+    pub fn break_run(&mut self) {
+        self.run = None;
+    }
+
+    /// Forgets everything (a restart).
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_become_exact_fractions() {
+        let r = Ratio::of_rates(200e6, 70e6).unwrap();
+        assert_eq!((r.num(), r.den()), (20, 7));
+        let r = Ratio::of_rates(1e12, 30.72e6).unwrap();
+        assert_eq!((r.num(), r.den()), (390_625, 12));
+        let r = Ratio::of_rates(245.76e6, 245.76e6).unwrap();
+        assert_eq!(r, Ratio::integer(1).unwrap());
+        assert_eq!(
+            Ratio::from_f64(200.0 / 30.72).unwrap(),
+            Ratio::new(625, 96).unwrap()
+        );
+        assert!(Ratio::of_rates(0.0, 1.0).is_none());
+        assert!(Ratio::of_rates(f64::NAN, 1.0).is_none());
+    }
+
+    #[test]
+    fn rounding_round_trips_for_every_count() {
+        for tpi in [
+            Ratio::new(625, 96).unwrap(),
+            Ratio::new(20, 7).unwrap(),
+            Ratio::new(5, 2).unwrap(),
+            Ratio::integer(1).unwrap(),
+            Ratio::integer(4).unwrap(),
+            Ratio::new(390_625, 12).unwrap(),
+        ] {
+            for n in 0..5_000u64 {
+                let t = tpi.ticks_rounded(n) as i128;
+                assert_eq!(tpi.units_rounded(t), n as i128, "{tpi} n {n}");
+                assert!(tpi.agrees(t, n as i128), "{tpi} n {n}");
+                if n > 0 {
+                    assert!(!tpi.agrees(t, n as i128 - 1), "{tpi} n {n}");
+                }
+                // Relative to a rounded reference (a receiver that joins late).
+                let r = tpi.ticks_rounded(777) as i128;
+                let rel = tpi.ticks_rounded(777 + n) as i128 - r;
+                if tpi.to_f64() > 2.0 || tpi.is_integer() {
+                    assert_eq!(tpi.units_rounded(rel), n as i128, "{tpi} +{n}");
+                    assert!(tpi.agrees(rel, n as i128), "{tpi} +{n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn simplest_fraction_in_an_interval() {
+        let s = |lo, hi| Ratio::simplest_between(lo, hi).unwrap();
+        assert_eq!(s((99, 400), (101, 400)), Ratio::new(1, 4).unwrap());
+        assert_eq!(s((7, 2), (9, 2)), Ratio::integer(4).unwrap());
+        assert_eq!(s((3, 1), (3, 1)), Ratio::integer(3).unwrap());
+        assert_eq!(s((1, 3), (1, 2)), Ratio::new(1, 2).unwrap());
+        // 625/384 ticks per byte (625/96 per 4-byte sample) from 1000 packets of 1456 B.
+        let tpb = Ratio::new(625, 384).unwrap();
+        let bytes = 1_456_000u64;
+        let t = tpb.ticks_rounded(bytes);
+        assert_eq!(s((t - 1, bytes), (t + 1, bytes)), tpb);
+        assert!(Ratio::simplest_between((2, 1), (1, 1)).is_none());
+    }
+
+    #[test]
+    fn the_estimate_converges_on_a_long_run() {
+        let tpb = Ratio::new(625, 384).unwrap();
+        let mut e = RateEstimate::default();
+        let mut sent = 0u64;
+        for _ in 0..2000 {
+            let t0 = tpb.ticks_rounded(sent);
+            sent += 1456;
+            e.pair(tpb.ticks_rounded(sent) - t0, 1456);
+        }
+        assert_eq!(e.get(), Some(tpb));
+        // VRT sample counts, sc16: one pair suffices.
+        let mut e = RateEstimate::default();
+        e.pair(100, 400);
+        assert_eq!(e.get(), Ratio::new(1, 4));
+        // A device time jump does not spoil it.
+        assert!(!e.pair(5_000, 400));
+        assert_eq!(e.get(), Ratio::new(1, 4));
+    }
+}
