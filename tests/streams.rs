@@ -181,3 +181,118 @@ fn selectors_must_be_distinct_and_present() {
         .expect("a selector twice is an error");
     assert!(e.to_string().contains("twice"), "{e}");
 }
+
+/// Takes nothing until `until`, then everything: a reader that falls far behind.
+#[derive(Block)]
+struct Stall {
+    #[input]
+    input: DefaultCpuReader<Complex<i16>>,
+    until: std::time::Instant,
+    items: Vec<Complex<i16>>,
+}
+
+impl Kernel for Stall {
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        _mo: &mut MessageOutputs,
+        _meta: &mut BlockMeta,
+    ) -> Result<()> {
+        if std::time::Instant::now() < self.until {
+            let until = self.until;
+            io.block_on(async move {
+                async_io::Timer::at(until).await;
+            });
+            return Ok(());
+        }
+        let items = self.input.slice();
+        let n = items.len();
+        self.items.extend_from_slice(items);
+        self.input.consume(n);
+        if self.input.finished() {
+            io.finished = true;
+        }
+        Ok(())
+    }
+}
+
+/// Review defect 9: one output's reader stalls for a second while its stream goes on; the
+/// other stream loses nothing, the stalled one's drops are counted for it alone and
+/// zero-filled, so its timeline stays exact.
+#[test]
+fn a_stalled_reader_does_not_make_the_other_streams_lose_data() -> anyhow::Result<()> {
+    futuresdr::runtime::config::set("ctrlport_enable", false);
+    const N: u64 = 4000;
+    let mut emu = EmulatorConfig::new("127.0.0.1:9".parse()?, Format::Vrt);
+    emu.channels = 2;
+    let src: MultiUdpSource<Complex<i16>> = UdpSource::builder("127.0.0.1:0")
+        .format(Format::Vrt)
+        .sample_rate(20e6)
+        .zero_fill_missed(true)
+        // A small receive side: what the stalled reader holds back cannot hide in it.
+        .slots(256)
+        .recv_buffer(256 * 1024)
+        .finish_after_idle(Duration::from_millis(1500))
+        .first_datagram_within(Duration::from_secs(10))
+        .build_streams([
+            StreamSelector::Id(emu.stream_id(0)),
+            StreamSelector::Id(emu.stream_id(1)),
+        ])?;
+    emu.dest = src.local_addr();
+    emu.rate = 20e6;
+    emu.spp = Some(SPP as usize);
+    emu.samples = Some(N * SPP);
+    emu.signal = Signal::Ramp;
+    let fast = Collect::new();
+    let slow = Stall {
+        input: DefaultCpuReader::default(),
+        until: std::time::Instant::now() + Duration::from_millis(1000),
+        items: Vec::new(),
+    };
+    let mut fg = Flowgraph::new();
+    connect!(fg, src.outputs[0] > fast; src.outputs[1] > slow);
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        Emulator::new(emu).unwrap().run().unwrap()
+    });
+    let fg = Runtime::new().run(fg)?;
+    sender.join().unwrap();
+    let stats = fg.block(&src)?.stats();
+    let ctx = format!("{stats}");
+    assert_eq!(
+        stats.engine.kernel_drops + stats.engine.overflow,
+        0,
+        "{ctx}"
+    );
+    let fast = fg.block(&fast)?;
+    assert_eq!(fast.items.len() as u64, N * SPP, "{ctx}");
+    assert!(
+        fast.items
+            .iter()
+            .enumerate()
+            .all(|(n, s)| ramp_index(s.re, s.im) == n as u32),
+        "{ctx}"
+    );
+    assert_eq!(stats.streams[0].overflow, 0, "{ctx}");
+    let slow = fg.block(&slow)?;
+    let dropped = stats.streams[1].overflow;
+    assert!(dropped > 0, "the stall must have dropped something: {ctx}");
+    // Every sample in its place: the ramp where it arrived, zeros where it was dropped.
+    assert_eq!(slow.items.len() as u64, N * SPP, "{ctx}");
+    let mut zero_packets = 0;
+    for (p, chunk) in slow.items.chunks(SPP as usize).enumerate() {
+        if chunk.iter().all(|s| (s.re, s.im) == (0, 0)) {
+            zero_packets += 1;
+        } else {
+            for (k, s) in chunk.iter().enumerate() {
+                assert_eq!(
+                    ramp_index(s.re, s.im) as usize,
+                    p * SPP as usize + k,
+                    "{ctx}"
+                );
+            }
+        }
+    }
+    assert_eq!(zero_packets, dropped, "{ctx}");
+    Ok(())
+}

@@ -1,7 +1,7 @@
 //! [`MultiUdpSource`]: one port, several streams (the channels of a multi-channel radio,
 //! DIFI streams told apart by stream ID), one output each.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use fsdr_net_io::depacketizer::{
     DatagramIn, Depacketizer, DepacketizerStats, GapEvent, ItemTag, TagKind,
 };
-use fsdr_net_io::format::PacketClass;
 use fsdr_net_io::format::vrt::context::ContextTracker;
+use fsdr_net_io::format::{PacketClass, PacketInfo};
 use fsdr_net_io::sample::Item;
+use fsdr_net_io::seq::Gap;
 use fsdr_net_io::{Engine, Stats, StatsHandle, StreamSelector};
 use futuresdr::runtime::dev::prelude::*;
 use serde::Serialize;
@@ -27,6 +28,9 @@ pub struct StreamStats {
     pub datagrams: u64,
     /// Frames missing from this stream, from its own sequence numbers.
     pub missed: u64,
+    /// Datagrams dropped because this output's reader fell behind while the other outputs
+    /// were served (its backlog of waiting datagrams was full); zero-filled like a gap.
+    pub overflow: u64,
     /// Items, zeros, gaps and copies of this output.
     #[serde(flatten)]
     pub stream: DepacketizerStats,
@@ -56,6 +60,7 @@ impl MultiSourceStats {
         for (i, s) in self.streams.iter().enumerate() {
             m.insert(format!("{i}.datagrams"), Pmt::U64(s.datagrams));
             m.insert(format!("{i}.missed"), Pmt::U64(s.missed));
+            m.insert(format!("{i}.overflow"), Pmt::U64(s.overflow));
             for (k, v) in s.stream.fields() {
                 m.insert(format!("{i}.{k}"), Pmt::U64(v));
             }
@@ -73,8 +78,14 @@ impl std::fmt::Display for MultiSourceStats {
         for (i, s) in self.streams.iter().enumerate() {
             writeln!(
                 f,
-                "output {i} ({}): {} datagrams, {} missed frames, {} items ({} zeros)",
-                s.selector, s.datagrams, s.missed, s.stream.items, s.stream.zeros_inserted
+                "output {i} ({}): {} datagrams, {} missed frames, {} dropped behind its reader, \
+                 {} items ({} zeros)",
+                s.selector,
+                s.datagrams,
+                s.missed,
+                s.overflow,
+                s.stream.items,
+                s.stream.zeros_inserted
             )?;
         }
         for (k, v) in &self.skipped_by_stream {
@@ -84,11 +95,78 @@ impl std::fmt::Display for MultiSourceStats {
     }
 }
 
+/// A datagram its output had no room for, copied out of the engine's slot.
+struct Waiting {
+    bytes: Vec<u8>,
+    info: PacketInfo,
+    gap: Gap,
+    restart: bool,
+    arrival_ns: u64,
+}
+
+impl Waiting {
+    fn input(&self) -> DatagramIn<'_> {
+        DatagramIn {
+            payload: &self.bytes[self.info.payload()],
+            gap: self.gap,
+            restart: self.restart,
+            timestamp: self.info.timestamp,
+            eob: self.info.eob,
+            seq: self.info.seq,
+            arrival_ns: self.arrival_ns,
+        }
+    }
+}
+
 /// One output's state (its selector is `selectors[i]`).
 struct Output<T> {
     dp: Depacketizer<T>,
     datagrams: u64,
     missed: u64,
+    overflow: u64,
+    /// Datagrams waiting for this output's reader, oldest first.
+    backlog: VecDeque<Waiting>,
+    /// Dropped datagrams (and the gaps before them) not yet given to the depacketizer:
+    /// added to the next datagram's gap, so the stream's timeline stays exact.
+    dropped: Gap,
+    /// A dropped datagram restarted the stream: the next one does.
+    dropped_restart: bool,
+}
+
+/// `d` with what was dropped before it added to its gap (`dropped`, `restart`: an
+/// output's [`Output::dropped`] and [`Output::dropped_restart`]).
+fn with_dropped<'a>(
+    dropped: &mut Gap,
+    restart: &mut bool,
+    mut d: DatagramIn<'a>,
+) -> DatagramIn<'a> {
+    let p = std::mem::take(dropped);
+    d.restart |= std::mem::take(restart);
+    if p.frames > 0 {
+        let own = d.gap.bytes.unwrap_or(d.gap.frames * d.payload.len() as u64);
+        d.gap = Gap {
+            frames: d.gap.frames + p.frames,
+            bytes: Some(own + p.bytes.unwrap_or(0)),
+            ambiguous: d.gap.ambiguous || p.ambiguous,
+        };
+    }
+    d
+}
+
+/// Notes `d` as dropped behind its reader: its gap and its payload become part of the next
+/// datagram's gap (a dropped restart makes the next one a restart).
+fn note_dropped(dropped: &mut Gap, restart: &mut bool, d: &DatagramIn<'_>) {
+    if d.restart {
+        *dropped = Gap::default();
+        *restart = true;
+        return;
+    }
+    let own = d.gap.bytes.unwrap_or(d.gap.frames * d.payload.len() as u64);
+    *dropped = Gap {
+        frames: dropped.frames + d.gap.frames + 1,
+        bytes: Some(dropped.bytes.unwrap_or(0) + own + d.payload.len() as u64),
+        ambiguous: dropped.ambiguous || d.gap.ambiguous,
+    };
 }
 
 /// A UDP source for several streams on one port: each datagram goes to the output whose
@@ -100,9 +178,11 @@ struct Output<T> {
 /// [`UdpSourceBuilder::build_streams`](crate::UdpSourceBuilder::build_streams); every
 /// backend works.
 ///
-/// The outputs are filled in arrival order: when one output has no room, the source waits
-/// for its reader before taking more datagrams (as a multi-channel radio's channels are read
-/// together).
+/// Each output is filled in its stream's order, independently of the others: when one
+/// output's reader falls behind, its datagrams wait in a backlog of its own (as many as
+/// [`buffer_datagrams`](crate::UdpSourceBuilder::buffer_datagrams)), and beyond that are
+/// dropped, counted in that stream's [`StreamStats::overflow`] and zero-filled like a gap;
+/// the other streams go on losing nothing. Reading stops only when every output is blocked.
 ///
 /// # Stream Outputs
 ///
@@ -151,6 +231,8 @@ pub struct MultiUdpSource<T: Item> {
     /// When the stream started and last brought data, and when silence ends it.
     activity: Activity,
     deadline: Arc<Mutex<Deadline>>,
+    /// Datagrams an output may keep waiting for its reader.
+    backlog_cap: usize,
     /// Datagrams of unselected streams by (stream ID, sender); named only when read.
     skipped: HashMap<(Option<u32>, SocketAddr), u64>,
     contexts: ContextTracker,
@@ -180,6 +262,10 @@ impl<T: Item> MultiUdpSource<T> {
                     dp,
                     datagrams: 0,
                     missed: 0,
+                    overflow: 0,
+                    backlog: VecDeque::new(),
+                    dropped: Gap::default(),
+                    dropped_restart: false,
                 };
                 (selector, out)
             })
@@ -195,6 +281,7 @@ impl<T: Item> MultiUdpSource<T> {
             max_datagram,
             activity: Activity::new(idle_finish),
             deadline: Arc::new(Mutex::new(Deadline::new())),
+            backlog_cap: buffer_datagrams.max(1),
             skipped: HashMap::new(),
             contexts: ContextTracker::default(),
             batch_workers: true,
@@ -226,6 +313,7 @@ impl<T: Item> MultiUdpSource<T> {
                     selector: sel.to_string(),
                     datagrams: s.datagrams,
                     missed: s.missed,
+                    overflow: s.overflow,
                     stream: s.dp.stats(),
                 })
                 .collect(),
@@ -237,25 +325,61 @@ impl<T: Item> MultiUdpSource<T> {
         }
     }
 
-    fn fill(&mut self, gaps: &mut Vec<(usize, GapEvent)>, now: Instant) -> Stop {
+    /// One pass: each output takes what waits for it, then every datagram the engine has
+    /// goes to its output, or into that output's backlog when its reader is behind, or —
+    /// backlog full — is dropped and counted for that stream alone. Reading stops only when
+    /// every output is blocked, so one slow reader never makes the other streams lose data.
+    ///
+    /// `ending`: the stream is over; datagrams dropped at its very end (with no successor to
+    /// carry their gap) are zero-filled now.
+    fn fill(&mut self, gaps: &mut Vec<(usize, GapEvent)>, now: Instant, ending: bool) -> Stop {
         let Some(mut engine) = self.engine.take() else {
             return Stop::Idle;
         };
+        let max = self.max_datagram;
+        let cap = self.backlog_cap;
         let mut bufs: Vec<_> = self
             .outputs
             .iter_mut()
             .map(|o| o.slice_with_tags())
             .collect();
-        let mut counts = vec![(0u64, 0u64); self.selectors.len()];
-        let mut writers: Vec<_> = self
-            .streams
-            .iter_mut()
-            .zip(bufs.iter_mut())
-            .map(|(s, (out, _))| s.dp.writer(out))
-            .collect();
+        let mut writers: Vec<_> = Vec::with_capacity(self.streams.len());
+        let mut outs: Vec<_> = Vec::with_capacity(self.streams.len());
+        for (s, (out, _)) in self.streams.iter_mut().zip(bufs.iter_mut()) {
+            let Output {
+                dp,
+                datagrams,
+                missed,
+                overflow,
+                backlog,
+                dropped,
+                dropped_restart,
+            } = s;
+            writers.push(dp.writer(out));
+            outs.push((
+                datagrams,
+                missed,
+                overflow,
+                backlog,
+                dropped,
+                dropped_restart,
+            ));
+        }
         let mut stop = Stop::Idle;
+        // What waited for room goes first, in order.
+        for (w, o) in writers.iter_mut().zip(outs.iter_mut()) {
+            while let Some(front) = o.3.front() {
+                if !w.fits(front.info.payload_len as usize) {
+                    break;
+                }
+                let front = o.3.pop_front().expect("a waiting datagram");
+                w.push(&front.input());
+            }
+        }
         loop {
-            if writers.iter().any(|w| !w.fits(self.max_datagram)) {
+            // An output with room has an empty backlog (drained above): only full backlogs
+            // block, and only all of them stop reading.
+            if outs.iter().all(|o| o.3.len() >= cap) {
                 stop = Stop::OutputFull;
                 break;
             }
@@ -273,9 +397,37 @@ impl<T: Item> MultiUdpSource<T> {
                 }
                 continue;
             }
-            counts[i].0 += 1;
-            counts[i].1 += d.gap().frames;
-            writers[i].push(&DatagramIn::from_datagram(&d));
+            let o = &mut outs[i];
+            *o.0 += 1;
+            *o.1 += d.gap().frames;
+            let input = DatagramIn::from_datagram(&d);
+            if o.3.len() >= cap {
+                *o.2 += 1;
+                note_dropped(o.4, o.5, &input);
+                continue;
+            }
+            // What was dropped just before it is part of its gap.
+            let input = with_dropped(o.4, o.5, input);
+            if o.3.is_empty() && writers[i].fits(max) {
+                writers[i].push(&input);
+            } else {
+                o.3.push_back(Waiting {
+                    bytes: d.bytes().to_vec(),
+                    info: *d.info(),
+                    gap: input.gap,
+                    restart: input.restart,
+                    arrival_ns: input.arrival_ns,
+                });
+            }
+        }
+        if ending {
+            for (w, o) in writers.iter_mut().zip(outs.iter_mut()) {
+                if o.3.is_empty() && o.4.frames > 0 && !w.pending() {
+                    let mut last = DatagramIn::new(&[]);
+                    last.gap.frames = 0;
+                    w.push(&with_dropped(o.4, o.5, last));
+                }
+            }
         }
         let done: Vec<_> = writers
             .into_iter()
@@ -285,6 +437,7 @@ impl<T: Item> MultiUdpSource<T> {
                 w.finish()
             })
             .collect();
+        drop(outs);
         let mut produced = Vec::with_capacity(done.len());
         for ((n, item_tags), (_, tags)) in done.into_iter().zip(bufs.iter_mut()) {
             for ItemTag { index, kind } in item_tags {
@@ -295,22 +448,17 @@ impl<T: Item> MultiUdpSource<T> {
             produced.push(n);
         }
         drop(bufs);
-        for ((o, n), (s, (datagrams, missed))) in self
-            .outputs
-            .iter_mut()
-            .zip(produced)
-            .zip(self.streams.iter_mut().zip(counts))
-        {
+        for (o, n) in self.outputs.iter_mut().zip(produced) {
             o.produce(n);
-            s.datagrams += datagrams;
-            s.missed += missed;
         }
         self.engine = Some(engine);
         stop
     }
 
     fn pending(&self) -> bool {
-        self.streams.iter().any(|s| s.dp.pending())
+        self.streams
+            .iter()
+            .any(|s| s.dp.pending() || !s.backlog.is_empty() || s.dropped.frames > 0)
     }
 }
 
@@ -332,7 +480,12 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
             return Ok(());
         }
         let mut gaps = Vec::new();
-        let stop = self.fill(&mut gaps, now);
+        let ending = self.activity.idle_end().is_some_and(|end| now >= end)
+            && self
+                .engine
+                .as_ref()
+                .is_some_and(|e| e.next_deadline().is_none());
+        let stop = self.fill(&mut gaps, now, ending);
         for (i, g) in &gaps {
             let mut pmt = gap_pmt(g);
             if let Pmt::MapStrPmt(m) = &mut pmt {

@@ -313,3 +313,35 @@ fn placed_datagrams_match_pushed_ones_without_a_copy() {
     let mut out = vec![num_complex::Complex32::default(); 8];
     assert!(!f.writer(&mut out).can_place(8));
 }
+
+/// Review defect 8: a partial sample at the end of a burst, or before a restart, belongs to
+/// no sample of the next burst: the next burst starts with its own first whole sample.
+#[test]
+fn a_partial_sample_does_not_survive_an_end_of_burst_or_a_restart() {
+    use num_complex::Complex;
+    let mut dp = Depacketizer::<Complex<i16>>::new(
+        Decoder::new(WireFormat::Sc16Chdr).unwrap(),
+        DepacketizerConfig::default(),
+    );
+    // One sample and half of another, then a burst ends.
+    let first = [1u8, 0, 2, 0, 9, 9];
+    let second = [3u8, 0, 4, 0];
+    for how in ["eob", "restart"] {
+        let mut a = DatagramIn::new(&first);
+        let mut b = DatagramIn::new(&second);
+        match how {
+            "eob" => a.eob = true,
+            _ => b.restart = true,
+        }
+        let mut out = vec![Complex::default(); 8];
+        let mut w = dp.writer(&mut out);
+        w.push(&a);
+        w.push(&b);
+        let (n, _) = w.finish();
+        assert_eq!(
+            &out[..n],
+            &[Complex::new(1, 2), Complex::new(3, 4)],
+            "after {how}"
+        );
+    }
+}
