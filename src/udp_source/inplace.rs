@@ -19,7 +19,10 @@ use crate::probe::ProbeSpec;
 /// A circuit buffer lent to the receive thread.
 pub struct OutBuf<T: Item>(circuit::Buffer<T>);
 
-impl<T: Item> ItemBuffer<T> for OutBuf<T> {
+// SAFETY: a circuit buffer's items are a boxed slice that stays in place when the buffer
+// moves; its valid length is set once, before it is lent (`InPlaceUdpSource::lend`), and not
+// changed until it comes back, so `slice` returns the same memory every time.
+unsafe impl<T: Item> ItemBuffer<T> for OutBuf<T> {
     fn items(&mut self) -> &mut [T] {
         self.0.slice()
     }

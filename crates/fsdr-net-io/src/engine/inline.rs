@@ -178,7 +178,7 @@ impl Inline {
     /// At stop: takes what is queued without waiting (a sender that never pauses cannot keep
     /// it going for ever), then reads the final drop count.
     pub(crate) fn finish(&mut self) {
-        for _ in 0..4096 {
+        for _ in 0..crate::engine::DRAIN_CALLS {
             match self.reader.read(&mut self.worker, &self.socket, Wait::No) {
                 Ok(Some(true)) => {}
                 _ => break,

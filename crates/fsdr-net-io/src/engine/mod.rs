@@ -38,6 +38,7 @@ mod config;
 mod consumer;
 mod datagram;
 mod inline;
+mod receive;
 mod slots;
 mod worker;
 
@@ -57,6 +58,7 @@ pub(crate) use config::WakeSchedule;
 pub use config::{Coalesce, DEFAULT_SLOT_SIZE, EngineConfig, Overload, ThreadOptions};
 pub(crate) use consumer::count_released;
 pub use datagram::{Arrival, Clocks, Datagram, DatagramMeta, Gap, StreamKey};
+pub(crate) use receive::DRAIN_CALLS;
 pub(crate) use slots::Recycled;
 pub(crate) use worker::{setup_thread, spawn_receive_thread};
 

@@ -92,12 +92,23 @@ mod receiver;
 
 /// Memory a receive thread can write items into: an output buffer of the consumer.
 /// Implemented for `Vec<T>`; the FutureSDR block implements it for the circuit buffer.
-pub trait ItemBuffer<T>: Send + 'static {
-    /// All items of the buffer. Must return the same memory every time it is called.
+///
+/// # Safety
+/// The receiver hands the kernel pointers into the slice `items` returns, and the kernel
+/// writes through them after later calls of `items` (and after the value was moved between
+/// threads). So, for as long as the value lives, every call of `items` must return the same
+/// memory — the same address and length — which must not move when the value moves (heap
+/// memory, not memory inside the value), and nothing but the holder of the value may access
+/// it. A `Vec` that is not resized, a `Box<[T]>`, or FutureSDR's circuit buffer (a boxed
+/// slice whose valid length is not changed while lent) keep this.
+pub unsafe trait ItemBuffer<T>: Send + 'static {
+    /// All items of the buffer: the same memory every time (see the trait's safety rule).
     fn items(&mut self) -> &mut [T];
 }
 
-impl<T: Item> ItemBuffer<T> for Vec<T> {
+// SAFETY: a Vec's elements live on the heap and stay in place when the Vec moves; `items`
+// neither grows nor shrinks it, so it returns the same memory every time.
+unsafe impl<T: Item> ItemBuffer<T> for Vec<T> {
     fn items(&mut self) -> &mut [T] {
         self
     }

@@ -221,7 +221,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// Once stopping: takes what is queued without waiting (a sender that never pauses
     /// cannot keep it going for ever), then finishes.
     pub(super) fn drain_and_finish(&mut self) {
-        for _ in 0..4096 {
+        for _ in 0..crate::engine::DRAIN_CALLS {
             match self.step(true, None) {
                 Step::Busy | Step::Idle => {}
                 Step::NoBuffer | Step::Drained => break,
@@ -635,7 +635,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             // Copy every later datagram out before anything is written where they landed.
             let mut owned = Vec::with_capacity(count - first_copied);
             for u in first_copied..count {
-                owned.push(self.copy_out(u, base));
+                owned.push(self.copy_out(u));
             }
             for (k, bytes) in owned.into_iter().enumerate() {
                 let u = first_copied + k;
@@ -785,7 +785,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     /// Datagram `u` of the call as one contiguous copy, gathered from the areas its entry's
     /// bytes landed in.
-    fn copy_out(&mut self, u: usize, base: *mut u8) -> Vec<u8> {
+    fn copy_out(&mut self, u: usize) -> Vec<u8> {
         let Unit {
             entry,
             mut offset,
@@ -793,6 +793,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             ..
         } = self.units[u];
         let mut want = meta.len;
+        // The buffer's memory taken afresh: a pointer from an earlier `items()` call may not
+        // be used once `items()` was called again (the fast path did).
+        let base = self.cur.as_mut().map_or(std::ptr::null_mut(), |c| {
+            c.buffer.items().as_mut_ptr().cast::<u8>()
+        });
         let mut bytes = self.spare.pop().unwrap_or_default();
         bytes.clear();
         for part in &self.parts[self.entry_parts[entry].clone()] {
@@ -811,8 +816,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 }
                 Area::Body(at) => {
                     // SAFETY: [at + offset, at + offset + n) lies inside the area set for
-                    // this part, inside the current buffer, which this thread owns; the
-                    // kernel finished writing it and nothing has written it since.
+                    // this part, inside the current buffer, which this thread owns; `base`
+                    // is from this buffer's latest `items()`, the memory the iovecs pointed
+                    // at (the `ItemBuffer` contract); the kernel finished writing it and
+                    // nothing has written it since.
                     let src = unsafe { std::slice::from_raw_parts(base.add(at + offset), n) };
                     bytes.extend_from_slice(src);
                 }

@@ -140,6 +140,15 @@ impl Timeline {
         }
     }
 
+    /// The least a packet can hold, in units: one unit (a sample) with a timebase; with a
+    /// learnt ratio per byte, what one tick resolves (4 bytes for sc16 sample counts).
+    fn least(&self) -> i128 {
+        match (self.fixed, self.learnt.get()) {
+            (None, Some(tpb)) => (tpb.den() / tpb.num()).max(1) as i128,
+            _ => 1,
+        }
+    }
+
     fn position(&self, ticks: u64) -> Option<i128> {
         let (r, _) = self.rate()?;
         let (t0, p0) = self.anchor?;
@@ -287,9 +296,10 @@ impl SeqExtender {
                 let k = if d == 0 { period } else { d as i128 };
                 return Some((k as i64, plain <= 0));
             }
-            // k − 1 lost packets hold `ahead` units: at most `nominal` each, at least one.
+            // k − 1 lost packets hold `ahead` units: at most `nominal` each, and at least
+            // what one tick resolves.
             let lo = ((ahead - tol).max(0) + nominal - 1) / nominal + 1;
-            let hi = ahead + tol + 1;
+            let hi = (ahead + tol) / self.timeline.least() + 1;
             let k0 = if d == 0 { period } else { d as i128 };
             let k = if k0 >= lo {
                 k0
@@ -316,7 +326,7 @@ impl SeqExtender {
         // The largest k ≤ −at_least with k ≡ d (mod period).
         let x = -at_least;
         let k = x - (x - d as i128).rem_euclid(period);
-        (-k <= -rel + tol && -k - at_least < period / 2)
+        (-k <= (-rel + tol) / self.timeline.least() && -k - at_least < period / 2)
             .then(|| Some((i64::try_from(k).ok()?, false)))?
     }
 

@@ -64,6 +64,8 @@ pub struct RecvBatch {
     iovs: Vec<libc::iovec>,
     stride: usize,
     iov_count: Vec<usize>,
+    /// Entry `i`'s buffers are lent for the next call (set since the last call returned).
+    lent: Vec<bool>,
     names: Vec<NameBuf>,
     controls: Vec<ControlBuf>,
 }
@@ -96,6 +98,7 @@ impl RecvBatch {
             iovs: vec![EMPTY_IOV; capacity * stride],
             stride,
             iov_count: vec![0; capacity],
+            lent: vec![false; capacity],
             names: vec![NameBuf::default(); capacity],
             controls: vec![ControlBuf([0; CONTROL_SPACE]); capacity],
         }
@@ -106,7 +109,9 @@ impl RecvBatch {
         self.msgs.len()
     }
 
-    /// Points entry `i` at one buffer for the next call.
+    /// Points entry `i` at one buffer for the next call. The batch forgets it when that call
+    /// returns: a later call without setting the entry again fails (`InvalidInput`), it never
+    /// hands the kernel a buffer that may have been freed meanwhile.
     ///
     /// # Safety
     /// `buf` must be valid for writes of `len` bytes until the next receive call returns, and
@@ -117,6 +122,7 @@ impl RecvBatch {
             iov_len: len,
         };
         self.iov_count[i] = 1;
+        self.lent[i] = true;
     }
 
     /// Points entry `i` at two buffers: the first `head_len` bytes of the datagram go to
@@ -174,6 +180,20 @@ impl RecvBatch {
         }
         assert!(k > 0, "entry {i} needs a buffer");
         self.iov_count[i] = k;
+        self.lent[i] = true;
+    }
+
+    /// Checks that the first `n` entries were given buffers since the last call, and forgets
+    /// them for the call after this one.
+    fn take_lent(&mut self, n: usize) -> io::Result<()> {
+        if let Some(i) = (0..n).find(|&i| !self.lent[i]) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("receive entry {i} has no buffer lent for this call"),
+            ));
+        }
+        self.lent.fill(false);
+        Ok(())
     }
 
     fn arm(&mut self, i: usize) {
@@ -193,8 +213,8 @@ impl RecvBatch {
     /// socket must be in blocking mode; after `shutdown(SHUT_RD)` it returns `Ok(0)`.
     pub fn recv(&mut self, fd: impl AsFd, n: usize, wait: Wait) -> io::Result<usize> {
         let n = n.min(self.capacity());
+        self.take_lent(n)?;
         for i in 0..n {
-            assert!(self.iov_count[i] > 0, "entry {i} has no buffer");
             self.arm(i);
         }
         let flags = match wait {
@@ -232,7 +252,7 @@ impl RecvBatch {
 
     /// One blocking `recvmsg` into entry 0 (subject to the socket's receive timeout).
     pub fn recv_one(&mut self, fd: impl AsFd) -> io::Result<()> {
-        assert!(self.iov_count[0] > 0, "entry 0 has no buffer");
+        self.take_lent(1)?;
         self.arm(0);
         let fd = fd.as_fd().as_raw_fd();
         loop {
@@ -326,6 +346,30 @@ mod tests {
     use super::*;
     use std::net::UdpSocket;
 
+    /// Review defect 11: a buffer lent for one call is forgotten when it returns; a second
+    /// call without lending again fails instead of handing the kernel freed memory.
+    #[test]
+    fn a_lent_buffer_is_forgotten_after_its_call() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut batch = RecvBatch::new(1);
+        {
+            let mut buf = vec![0u8; 64];
+            tx.send_to(b"one", rx.local_addr().unwrap()).unwrap();
+            // SAFETY: `buf` outlives the call below and nothing else touches it.
+            unsafe { batch.set_buffer(0, buf.as_mut_ptr(), buf.len()) };
+            assert_eq!(batch.recv(&rx, 1, Wait::ForOne).unwrap(), 1);
+            assert_eq!(&buf[..3], b"one");
+        } // `buf` is freed here.
+        tx.send_to(b"two", rx.local_addr().unwrap()).unwrap();
+        let e = batch.recv(&rx, 1, Wait::ForOne).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            batch.recv_one(&rx).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+
     #[test]
     fn recv_batch_reports_truncation_source_and_drops_counter() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -352,6 +396,10 @@ mod tests {
         assert!(!m1.truncated);
         assert_eq!(m1.len, 10);
         assert_eq!(&bufs[1][..10], &[8u8; 10]);
+        for (i, b) in bufs.iter_mut().enumerate() {
+            // SAFETY: as above.
+            unsafe { batch.set_buffer(i, b.as_mut_ptr(), b.len()) };
+        }
         assert_eq!(
             batch.recv_mmsg(&rx, 4).unwrap_err().kind(),
             io::ErrorKind::WouldBlock

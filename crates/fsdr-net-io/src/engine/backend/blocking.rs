@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use socket2::Socket;
 
+use super::super::receive::blocking_loop;
 use super::super::slots::ReceiverEnd;
 use super::super::{EngineConfig, Shared};
 use super::{Capabilities, ReceiveBackend, Started, start_blocking_thread};
@@ -29,6 +30,6 @@ impl ReceiveBackend for Blocking {
         ends: Vec<ReceiverEnd>,
     ) -> Result<Started, Error> {
         // The bare loop with one datagram per call.
-        start_blocking_thread(cfg, shared, sockets, ends, 1, super::recvmmsg::run)
+        start_blocking_thread(cfg, shared, sockets, ends, 1, blocking_loop)
     }
 }

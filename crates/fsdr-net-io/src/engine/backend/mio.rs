@@ -12,7 +12,7 @@ use ::mio::unix::SourceFd;
 use ::mio::{Events, Interest, Poll, Token, Waker};
 use socket2::Socket;
 
-use super::super::datagram::Clocks;
+use super::super::receive::{DRAIN_CALLS, recv_batch};
 use super::super::slots::ReceiverEnd;
 use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Shared};
@@ -165,7 +165,8 @@ fn run(mut worker: Worker, socket: Socket, mut poll: Poll, mut msgs: Reader) {
             worker.refresh_kernel_drops();
         }
     }
-    // Take whatever is still queued, then read the final drop count.
+    // Take whatever is still queued (at most DRAIN_CALLS calls), then read the final drop
+    // count.
     drain(&mut worker, &mut msgs, &socket);
     worker.wake(sys::monotonic_ns());
     worker.refresh_kernel_drops();
@@ -176,7 +177,14 @@ fn run(mut worker: Worker, socket: Socket, mut poll: Poll, mut msgs: Reader) {
 /// `EAGAIN`), pausing while the consumer is behind if that is the policy. Returns when the
 /// consumer must be woken at the latest.
 fn drain(worker: &mut Worker, msgs: &mut Reader, socket: &Socket) -> Option<u64> {
+    let mut after_stop = 0;
     loop {
+        if worker.stopping() {
+            after_stop += 1;
+            if after_stop > DRAIN_CALLS {
+                break;
+            }
+        }
         match msgs.read(worker, socket, Wait::No) {
             Ok(Some(true)) => continue,
             Ok(Some(false)) => break,
@@ -194,57 +202,4 @@ fn drain(worker: &mut Worker, msgs: &mut Reader, socket: &Socket) -> Option<u64>
         }
     }
     worker.publish(sys::monotonic_ns())
-}
-
-/// One `recvmmsg` call into free slots. When the consumer is behind: with the pause policy
-/// none is made (`Ok(None)`); with the discard policy the rest of the batch goes into
-/// overflow buffers. Returns the datagrams received, full batch or not (`n == batch` means
-/// more may be queued).
-pub(super) fn recv_batch(
-    worker: &mut Worker,
-    msgs: &mut RecvBatch,
-    socket: &Socket,
-    batch: usize,
-    wait: Wait,
-) -> std::io::Result<Option<usize>> {
-    let slots = worker.fill_stash(batch);
-    let pause = worker.pauses();
-    if slots == 0 && pause {
-        return Ok(None);
-    }
-    // Pausing: receive only into slots the consumer has room for.
-    let want = if pause { slots } else { batch };
-    for i in 0..want {
-        let ptr = if i < slots {
-            worker.pool().buf_ptr(worker.stash[i])
-        } else {
-            worker.scratch_ptr(i)
-        };
-        let len = worker.pool().slot_size();
-        // SAFETY: slot buffers in the stash are owned by this thread, and scratch buffers are
-        // private to it; both stay valid and untouched by others until the call returns.
-        unsafe { msgs.set_buffer(i, ptr, len) };
-    }
-    worker.counts.recv_calls += 1;
-    let n = msgs.recv(socket, want, wait)?;
-    let at = Clocks::now();
-    let used = n.min(slots);
-    let mut consumed = [0u64; 16]; // bitmap for up to 1024 entries
-    for i in 0..n {
-        let meta = msgs.meta(i);
-        if i < slots {
-            if worker.complete(worker.stash[i], &meta, at) {
-                consumed[i / 64] |= 1 << (i % 64);
-            }
-        } else {
-            worker.overflowed(&meta);
-        }
-    }
-    worker.retire_batch(used, |i| consumed[i / 64] >> (i % 64) & 1 == 1);
-    // A short batch because the room was short is not a drained socket.
-    Ok(Some(if pause && n == want && want < batch {
-        batch
-    } else {
-        n
-    }))
 }

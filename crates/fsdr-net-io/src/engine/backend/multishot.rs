@@ -218,13 +218,51 @@ impl Drop for BufRing {
 // SAFETY: the ring memory is owned by this value and used by one thread at a time.
 unsafe impl Send for BufRing {}
 
+/// The overflow buffers, as raw memory: the kernel writes into the ones in the ring while
+/// this thread touches others, so no Rust reference may ever span them all (a `&mut [u8]` of
+/// the whole area would claim what the kernel is writing). Only a buffer the kernel handed
+/// back is read, through a slice of just that buffer.
+struct OverflowArea {
+    base: *mut u8,
+    len: usize,
+}
+
+impl OverflowArea {
+    fn new(len: usize) -> Self {
+        let b: Box<[u8]> = vec![0x5au8; len].into_boxed_slice();
+        OverflowArea {
+            base: Box::into_raw(b).cast::<u8>(),
+            len,
+        }
+    }
+
+    /// Overflow buffer `k` of `size` bytes.
+    fn buffer(&self, k: usize, size: usize) -> *mut u8 {
+        assert!(
+            (k + 1) * size <= self.len,
+            "overflow buffer {k} out of range"
+        );
+        // SAFETY: in bounds (checked above) of the allocation made in `new`.
+        unsafe { self.base.add(k * size) }
+    }
+}
+
+impl Drop for OverflowArea {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are the boxed slice leaked in `new`, freed once, here;
+        // `Receiver::run` forgets the receiver (and this area) instead of dropping it while
+        // the kernel may still write into it.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.base, self.len)) });
+    }
+}
+
 struct Receiver {
     worker: Worker,
     ring: IoUring,
     bufs: BufRing,
     socket: Socket,
     /// Overflow buffers and which of them are not in the ring.
-    scratch: Box<[u8]>,
+    scratch: OverflowArea,
     scratch_free: Vec<u16>,
     slot_len: usize,
     slots: usize,
@@ -257,7 +295,7 @@ impl Receiver {
             ring,
             bufs,
             socket,
-            scratch: vec![0x5au8; overflow * slot_len].into_boxed_slice(),
+            scratch: OverflowArea::new(overflow * slot_len),
             scratch_free: (0..overflow as u16).rev().collect(),
             slot_len,
             slots,
@@ -278,8 +316,8 @@ impl Receiver {
         if (bid as usize) < self.slots {
             self.worker.pool().buf_ptr(u32::from(bid))
         } else {
-            let k = bid as usize - self.slots;
-            self.scratch[k * self.slot_len..].as_mut_ptr()
+            self.scratch
+                .buffer(bid as usize - self.slots, self.slot_len)
         }
     }
 
