@@ -463,9 +463,13 @@ fn summarize_channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorRep
         })
         .collect();
     if args.json {
+        let e = &o.stats.engine;
         let json = serde_json::json!({
             "seconds": o.seconds,
             "sent_per_channel": sent,
+            "missed": o.stats.streams.iter().map(|s| s.missed).sum::<u64>(),
+            "kernel_drops": e.kernel_drops,
+            "overflows": e.overflow,
             "channels": channels,
             "skipped_by_stream": o.stats.skipped_by_stream,
             "stats": o.stats.engine,
@@ -520,6 +524,19 @@ fn summarize(args: &Args, format: Format, o: &Outcome, emu: Option<&EmulatorRepo
             "seconds": o.seconds,
             "sent": sent,
             "received": received,
+            // The summary fields of the USRP issue, which scripts read at the top level
+            // (the full counters are under `stats`).
+            "missed": s.missed,
+            "kernel_drops": s.kernel_drops,
+            "overflows": s.overflow,
+            "duplicates": s.duplicates,
+            "late": s.late,
+            "reordered": s.reordered,
+            "resyncs": s.resyncs,
+            "malformed": s.malformed,
+            "truncated": s.truncated,
+            "rejected": s.rejected,
+            "datagrams": s.delivered,
             "missed_samples": o.stats.stream.missed_items,
             "lost_samples": lost,
             "success_rate": success,

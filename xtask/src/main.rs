@@ -270,16 +270,50 @@ fn test(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
         .unwrap_or_else(|_| "warn".into());
     let mut tests = cargo();
     tests.env("FUTURESDR_LOG", &log);
-    // With UHD installed, the converter tests must run against it, not skip; the same for
-    // the SigMF Python library and the recording test.
-    if installed("libuhd-dev") {
-        tests.env("FSDR_NET_REQUIRE_UHD", "1");
-    }
     if !no_install {
         install_python_sigmf();
     }
-    if python_has_sigmf() {
-        tests.env("FSDR_NET_REQUIRE_SIGMF", "1");
+    // Every test that needs something of the machine runs wherever it is there: the test
+    // fails, instead of passing without checking, when its FSDR_NET_REQUIRE_* is set.
+    let root = is_root();
+    let needs = [
+        (
+            "UHD",
+            installed("libuhd-dev"),
+            "libuhd-dev is not installed",
+        ),
+        ("SIGMF", python_has_sigmf(), "python3 has no sigmf module"),
+        ("ROOT", root, "not root"),
+        ("NETNS", root, "not root: no network namespaces"),
+        (
+            "CPU_LATENCY",
+            root && std::path::Path::new("/dev/cpu_dma_latency").exists(),
+            "not root, or no /dev/cpu_dma_latency",
+        ),
+        (
+            "LTTNG",
+            root && installed("lttng-tools") && installed("babeltrace2"),
+            "not root, or the LTTng packages are missing",
+        ),
+        (
+            "FONT",
+            installed("fonts-dejavu-core"),
+            "no fonts-dejavu-core",
+        ),
+    ];
+    let mut cannot = Vec::new();
+    for (need, here, why) in needs {
+        if here {
+            tests.env(format!("FSDR_NET_REQUIRE_{need}"), "1");
+        } else {
+            cannot.push(format!("{need} ({why})"));
+        }
+    }
+    if !cannot.is_empty() {
+        eprintln!(
+            "xtask: tests that need these do not run here: {}",
+            cannot.join(", ")
+        );
     }
     run(tests
         .args(["test", "--quiet", "--workspace", "--all-targets"])

@@ -17,6 +17,7 @@
 //! | [`host`] | what the host did to a measurement: steal time, wake-up lateness, CPU per thread |
 //! | [`cpu_latency`] | a CPU wake-up latency request (`/dev/cpu_dma_latency`) held while a receiver runs |
 //! | [`sys`] | every syscall, one module per concern |
+//! | [`netns`] | two network namespaces joined by a veth pair, for tests that need a real link |
 //!
 //! Cargo feature `uring` (default): the io_uring backends and sender; without it neither
 //! io-uring nor tokio-uring is built.
@@ -54,6 +55,7 @@ mod error;
 pub mod format;
 pub mod host;
 pub mod inplace;
+pub mod netns;
 mod notify;
 pub mod sample;
 mod select;

@@ -20,8 +20,7 @@ pub fn engine(backend: Backend, format: Format) -> Engine {
 pub fn check_holds_cpu_latency<T>(start: impl FnOnce() -> Result<T, fsdr_net_io::Error>) {
     use fsdr_net_io::cpu_latency::current;
     let Ok(before) = current() else {
-        println!("no /dev/cpu_dma_latency here");
-        return;
+        return fsdr_net_io::netns::unavailable("cpu_latency", "no /dev/cpu_dma_latency here");
     };
     match start() {
         Ok(receiver) => {
@@ -39,7 +38,7 @@ pub fn check_holds_cpu_latency<T>(start: impl FnOnce() -> Result<T, fsdr_net_io:
         }
         Err(e @ fsdr_net_io::Error::CpuLatency { .. }) => {
             assert!(e.to_string().contains("root"), "{e}");
-            println!("not permitted here: {e}");
+            fsdr_net_io::netns::unavailable("cpu_latency", &e.to_string());
         }
         Err(e) => panic!("unexpected error {e}"),
     }

@@ -264,7 +264,15 @@ mod tests {
                 let png = std::fs::read(&path).unwrap();
                 assert_eq!(&png[1..4], b"PNG");
             }
-            Err(PlotError::NoFont) => eprintln!("no font installed; PNG not checked"),
+            Err(PlotError::NoFont) => {
+                assert!(
+                    std::env::var_os("FSDR_NET_REQUIRE_FONT").is_none(),
+                    "FSDR_NET_REQUIRE_FONT is set, but no font is installed"
+                );
+                eprintln!(
+                    "no font installed; PNG not checked (FSDR_NET_REQUIRE_FONT makes it fail)"
+                );
+            }
             Err(e) => panic!("{e}"),
         }
         assert!(matches!(
