@@ -225,8 +225,11 @@ impl<T: Item> Writer<'_, '_, T> {
             dp.carry.clear();
         }
         if gap {
+            // Per item, not per wire unit: a gap need not be whole words of a packing that
+            // puts two samples in one (sc8 in item32).
+            let per_item = (dp.decoder.unit_bytes() / dp.decoder.items_per_unit()).max(1) as u64;
             let items = match d.gap.bytes {
-                Some(b) => dp.decoder.items_in(b as usize) as u64,
+                Some(b) => b / per_item,
                 None => d.gap.frames * dp.decoder.items_in(d.payload.len()) as u64,
             };
             dp.stats.missed_items += items;

@@ -368,9 +368,10 @@ impl RateEstimate {
         changed
     }
 
-    /// Payload bytes of the longest run of consecutive packets the estimate comes from.
-    pub fn span(&self) -> Option<u64> {
-        self.best.map(|(_, b)| b)
+    /// Ticks spanned by the longest run of consecutive packets the estimate comes from: the
+    /// true ratio lies within `2 / (ticks − 1)` of the estimate, relatively.
+    pub fn span_ticks(&self) -> Option<u64> {
+        self.best.map(|(t, _)| t)
     }
 
     /// Forgets the current run (a loss, an end of burst, a restart): the next pair starts

@@ -15,7 +15,8 @@
 //!    restarted. A packet that starts behind the newest one is a duplicate, a late one or
 //!    a reordered one when its position and counter agree, and a restart when they do not.
 //! 2. **After an end of burst** the next burst may start at any time: the counter alone
-//!    sizes a loss there.
+//!    sizes a loss there. So it does where a learnt ratio is not yet pinned well enough to
+//!    place a packet (its uncertainty over the distance reaches half a packet).
 //! 3. **Without a timestamp** the counter alone: the nearest number ahead or behind. A
 //!    number behind (or equal) is a duplicate only when the payload's fingerprint equals the
 //!    one received at that position; otherwise it is new data after a loss longer than half
@@ -79,6 +80,18 @@ pub struct Widened {
     pub restart: bool,
 }
 
+/// The value `≡ d (mod period)`, at most −1, nearest to `est`.
+fn nearest_behind(d: i128, period: i128, est: f64) -> i128 {
+    let k0 = if d == 0 { -period } else { d - period };
+    let m = ((est - k0 as f64) / period as f64).round() as i128;
+    let k = k0 + m * period;
+    if k >= 0 {
+        k - period * ((k / period) + 1)
+    } else {
+        k
+    }
+}
+
 /// A 64-bit fingerprint of a payload (its length and its first and last 64 bytes): equal
 /// for a packet received twice, different for different samples unless they repeat.
 pub fn fingerprint(payload: &[u8]) -> u64 {
@@ -114,6 +127,8 @@ struct Timeline {
     anchor: Option<(u64, i128)>,
     /// Two consecutive packets agreed with the configured timebase.
     confirmed: bool,
+    /// Pairs that contradicted it before any agreed (a device's time jump makes one).
+    contradicted: u32,
 }
 
 impl Timeline {
@@ -130,14 +145,28 @@ impl Timeline {
     }
 
     /// How far a position may be off: nothing with a configured timebase (where a sample is
-    /// more than 2 ticks or a whole number of them), and with a learnt ratio a byte plus
-    /// the ratio's uncertainty (1 in the run's bytes) over the distance from the anchor.
+    /// more than 2 ticks or a whole number of them); with a learnt ratio, a byte plus the
+    /// ratio's uncertainty (`2 / (T − 1)` for a run of `T` ticks) over the distance from the
+    /// anchor — without bound until the run spans 2 ticks.
     fn tolerance(&self, pos: i128) -> i128 {
-        match (self.fixed, self.learnt.span(), self.anchor) {
-            (Some(_), ..) => 0,
-            (None, Some(span), Some((_, p0))) => 1 + 2 * (pos - p0).abs() / i128::from(span.max(1)),
-            _ => 1,
+        self.error(pos).ceil() as i128
+    }
+
+    /// The bound behind [`Timeline::tolerance`], in units: half a unit of rounding plus the
+    /// ratio's uncertainty over the distance.
+    fn error(&self, pos: i128) -> f64 {
+        match (self.fixed, self.learnt.span_ticks(), self.anchor) {
+            (Some(_), ..) => 0.0,
+            (None, Some(t), Some((_, p0))) if t >= 2 => {
+                0.5 + 2.0 * (pos - p0).abs() as f64 / (t - 1) as f64
+            }
+            _ => 1e18,
         }
+    }
+
+    /// Whether a position is pinned to the tick (so a gap can be sized from it).
+    fn pinned(&self, pos: i128) -> bool {
+        self.fixed.is_some() || 2.0 * self.error(pos) < self.least() as f64
     }
 
     /// The least a packet can hold, in units: one unit (a sample) with a timebase; with a
@@ -168,7 +197,7 @@ pub struct SeqExtender {
     /// The largest payload since the stream (re)started: what a lost packet held at most.
     nominal: usize,
     /// `(ext, fingerprint)` of recent positions, for streams without timestamps.
-    prints: Vec<(u64, u64)>,
+    prints: Vec<Option<(u64, u64)>>,
 }
 
 impl SeqExtender {
@@ -229,7 +258,13 @@ impl SeqExtender {
         };
         let d = seq.wrapping_sub(n.ext) & self.mask;
         let plain = self.plain(d);
-        let start = p.ticks.and_then(|t| self.timeline.position(t));
+        // The timestamp decides only where it resolves a packet: a learnt ratio's
+        // uncertainty grows with the distance from where it was pinned.
+        let nominal = self.units(self.nominal).max(1);
+        let start = p
+            .ticks
+            .and_then(|t| self.timeline.position(t))
+            .filter(|&s| 2 * self.timeline.tolerance(s) < nominal);
         let mut ambiguous = false;
         let offset = match (start, n.start) {
             (Some(s), Some(ns)) => match self.by_time(d, plain, s, ns, &n) {
@@ -274,7 +309,8 @@ impl SeqExtender {
         }
         Widened {
             ext,
-            start,
+            // Where it starts, for sizing a gap before it: only where the timeline pins it.
+            start: start.filter(|&s| self.timeline.pinned(s)),
             ambiguous,
             restart: false,
         }
@@ -307,14 +343,19 @@ impl SeqExtender {
                 k0 + period * ((lo - k0 + period - 1) / period)
             };
             if k <= hi {
-                return Some((i64::try_from(k).ok()?, false));
+                // Proven when the missing time is k − 1 packets of the stream's size; a
+                // count the time had to raise past the counter's without that is a guess.
+                let exact = ahead % nominal == 0 && ahead / nominal + 1 == k;
+                let ambiguous = k != i128::from(plain) && !exact;
+                return Some((i64::try_from(k).ok()?, ambiguous));
             }
             // Time jumped without a loss the counter could hold: a device's discontinuity.
             return (plain == 1).then_some((1, false));
         }
-        // Behind the newest one's end: position and counter must agree. The packets from
-        // this one up to the newest span `−rel` units, at most `nominal` and at least one
-        // each.
+        // Behind the newest one's end: the number the counter allows nearest to what the
+        // time says in packets of the stream's size (time may have jumped between them, so
+        // that is only an estimate), as long as every packet between holds at least what
+        // one tick resolves.
         let rel = s - ns;
         if rel.abs() <= tol {
             return (d == 0).then_some((0, false));
@@ -322,11 +363,8 @@ impl SeqExtender {
         if rel > 0 {
             return None; // starts inside the newest packet
         }
-        let at_least = (-rel - tol + nominal - 1) / nominal;
-        // The largest k ≤ −at_least with k ≡ d (mod period).
-        let x = -at_least;
-        let k = x - (x - d as i128).rem_euclid(period);
-        (-k <= (-rel + tol) / self.timeline.least() && -k - at_least < period / 2)
+        let k = nearest_behind(d as i128, period, rel as f64 / nominal as f64);
+        (-k <= (-rel + tol) / self.timeline.least())
             .then(|| Some((i64::try_from(k).ok()?, false)))?
     }
 
@@ -336,7 +374,7 @@ impl SeqExtender {
     fn by_print(&self, newest: u64, plain: i64, fp: u64) -> (i64, bool) {
         let cand = newest.wrapping_add(plain as u64);
         match self.prints.get(cand as usize % PRINTS) {
-            Some(&(e, f)) if e == cand && f != fp => (plain + self.period as i64, true),
+            Some(&Some((e, f))) if e == cand && f != fp => (plain + self.period as i64, true),
             // The same bytes again, or a position never received (late, by the nearest
             // number rule).
             _ => (plain, false),
@@ -346,14 +384,14 @@ impl SeqExtender {
     fn remember_print(&mut self, ext: u64, fp: Option<u64>) {
         let Some(fp) = fp else { return };
         if self.prints.is_empty() {
-            self.prints = vec![(u64::MAX, 0); PRINTS];
+            self.prints = vec![None; PRINTS];
         }
-        self.prints[ext as usize % PRINTS] = (ext, fp);
+        self.prints[ext as usize % PRINTS] = Some((ext, fp));
     }
 
     /// Learns the rate from consecutive packets, checks a configured one against them (a
-    /// receiver told the wrong sample rate would otherwise size every gap wrong: the first
-    /// pair that contradicts it, before any pair confirmed it, drops it for the learnt one),
+    /// receiver told the wrong sample rate would otherwise size every gap wrong: two pairs
+    /// that contradict it, before any pair confirmed it, drop it for the learnt one),
     /// and keeps positions continuous when the estimate changes.
     fn learn(&mut self, n: &Newest, offset: i64, p: &SeqPacket) {
         let (Some(t), Some(t0)) = (p.ticks, n.ticks) else {
@@ -374,6 +412,9 @@ impl SeqExtender {
             Some(tb) if !self.timeline.confirmed => {
                 if tb.ticks_per_unit.agrees(i128::from(dt), n.units) {
                     self.timeline.confirmed = true;
+                } else if self.timeline.contradicted == 0 {
+                    // One contradiction may be a device's time jump.
+                    self.timeline.contradicted = 1;
                 } else {
                     tracing::warn!(
                         configured = %tb.ticks_per_unit,
@@ -387,11 +428,16 @@ impl SeqExtender {
                 }
             }
             Some(_) => {}
-            None if changed => {
-                // Positions go on from the newest packet's, under the new rate.
-                self.timeline.anchor = Some((t0, n.start.unwrap_or(0)));
+            None => {
+                // Positions go on from the newest packet's (under the new rate, when it
+                // changed): the learnt ratio's uncertainty grows with the distance from the
+                // anchor, so it moves along with every consecutive pair.
+                match n.start {
+                    Some(ns) => self.timeline.anchor = Some((t0, ns)),
+                    None if changed => self.timeline.anchor = Some((t0, 0)),
+                    None => {}
+                }
             }
-            None => {}
         }
     }
 
@@ -436,11 +482,13 @@ mod tests {
     use super::*;
     use crate::seq::{Reorder, SeqConfig, SeqEvent};
 
+    /// A packet of sc16 samples stamped with a sample count, as the blocks read it.
     fn pkt(seq: u64, ticks: Option<u64>, payload: usize) -> SeqPacket {
         SeqPacket {
             seq,
             ticks,
             payload,
+            timebase: ticks.and(Timebase::of_rates(1.0, 1.0, 4)),
             ..Default::default()
         }
     }
@@ -508,7 +556,7 @@ mod tests {
             x.extend(&pkt(1, Some(100), 400));
             let w = x.extend(&pkt(2, Some(100 * (2 + 16 * m)), 400));
             assert_eq!(w.ext, 2 + 16 * m);
-            assert_eq!(w.start, Some(400 * (2 + 16 * m) as i128));
+            assert_eq!(w.start, Some(100 * (2 + 16 * m) as i128)); // in samples
         }
     }
 
@@ -542,6 +590,30 @@ mod tests {
         }
         assert_eq!(x.extend(&p(12)).ext, 12);
         assert!(x.rate().is_some_and(|(_, unit)| unit == 1));
+    }
+
+    /// Without a timebase the ratio is learnt; until a run pins it, the counter decides
+    /// (here a 16-bit one, right across a loss far away), and a gap is sized in packets.
+    #[test]
+    fn a_learnt_ratio_is_used_once_pinned() {
+        let mut x = SeqExtender::new(16, None);
+        let p = |seq: u64, t: u64| SeqPacket {
+            seq,
+            ticks: Some(t),
+            payload: 400,
+            ..Default::default()
+        };
+        x.extend(&p(0, 0));
+        x.extend(&p(1, 100));
+        // One pair: 1/4 tick per byte, but not pinned 50 packets away.
+        let w = x.extend(&p(50, 5_000));
+        assert_eq!((w.ext, w.start), (50, None));
+        for k in 51..400u64 {
+            x.extend(&p(k, 100 * k));
+        }
+        assert_eq!(x.rate(), Some((Ratio::new(1, 4).unwrap(), 1)));
+        let w = x.extend(&p(450, 45_000));
+        assert_eq!((w.ext, w.start), (450, Some(45_000 * 4)));
     }
 
     #[test]

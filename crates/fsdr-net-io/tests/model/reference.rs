@@ -1,0 +1,434 @@
+//! The reference model: from what the sender made and the order things arrived in, what an
+//! exact receiver delivers — every item (a sender's sample or a zero), every tag and every
+//! counter — as far as the format lets anyone know. It works on the sender's own positions
+//! and timeline, not on the receiver's data structures:
+//!
+//! 1. **Perception**: where the format says each arriving packet belongs. With a usable
+//!    timestamp that is its true place (the rules of `seq::extend` for what a counter and a
+//!    time can tell; a 4-bit counter's long loss with short packets in it is the fewest
+//!    packets the counter allows); without one, the nearest number to the newest, a position
+//!    behind being a duplicate only if it brings the same bytes as were received there.
+//! 2. **Order**: a window of `window` packets restores order; a packet beyond it declares the
+//!    oldest missing ones lost; a packet behind is late (its place was declared lost) or a
+//!    duplicate.
+//! 3. **Output**: zeros for each loss — exactly the missing time where the format has one,
+//!    otherwise lost packets × the largest packet since the stream (re)started — then the
+//!    packet's samples; tags where the depacketizer documents them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::scenario::{Kind, Scenario, Sent};
+
+/// What an item of the output should be.
+pub type Item = Option<u64>; // the sender's sample index, or a zero
+
+/// A tag the output should carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tag {
+    Missed { frames: u64, items: u64 },
+    Time,
+    Eob,
+}
+
+/// Counters the engine's `Stats` should show.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub delivered: u64,
+    pub missed: u64,
+    pub duplicates: u64,
+    pub late: u64,
+    pub resyncs: u64,
+    pub reordered: u64,
+    pub ambiguous: u64,
+}
+
+/// The expected outcome.
+#[derive(Debug, Clone, Default)]
+pub struct Expected {
+    pub items: Vec<Item>,
+    pub tags: Vec<(usize, Tag)>,
+    pub counts: Counts,
+}
+
+/// Where the format says a packet is: a position in a 64-bit space (epochs apart after a
+/// restart), and what it could not prove.
+#[derive(Debug, Clone, Copy)]
+struct Perceived {
+    pos: i128,
+    ambiguous: bool,
+    restart: bool,
+}
+
+/// The newest packet perceived.
+#[derive(Debug, Clone, Copy)]
+struct Newest {
+    pos: i128,
+    counter: u64,
+    start: u64,
+    samples: u64,
+    eob: bool,
+}
+
+const EPOCH: i128 = 1 << 60;
+const HISTORY: i128 = 1024;
+const MAX_GAP: i128 = 1 << 20;
+
+struct Model<'a> {
+    sc: &'a Scenario,
+    stream: &'a [Sent],
+    period: i128,
+    newest: Option<Newest>,
+    epoch: i128,
+    /// The largest packet (samples) since the stream (re)started, in arrival order.
+    nominal_seen: u64,
+    /// Bytes received at each position (streams without time).
+    prints: BTreeMap<i128, &'a [u8]>,
+    // Order.
+    next: Option<i128>,
+    held: BTreeMap<i128, (usize, bool)>,
+    missed: BTreeSet<i128>,
+    // Output.
+    out: Expected,
+    /// End of the last delivered packet on the sender's timeline, and whether it ended a
+    /// burst; the largest packet delivered since the (re)start.
+    last_end: Option<(u64, bool)>,
+    nominal_out: u64,
+}
+
+/// The positions the model perceives, arrival by arrival (for tracing a failure).
+pub fn perceived(sc: &Scenario, stream: &[Sent], arrivals: &[usize]) -> Vec<(i128, bool, bool)> {
+    let mut m = model(sc, stream);
+    arrivals
+        .iter()
+        .map(|&i| {
+            let p = m.perceive(&stream[i]);
+            m.arrive(p, i);
+            (p.pos, p.ambiguous, p.restart)
+        })
+        .collect()
+}
+
+fn model<'a>(sc: &'a Scenario, stream: &'a [Sent]) -> Model<'a> {
+    Model {
+        sc,
+        stream,
+        period: sc.kind.period() as i128,
+        newest: None,
+        epoch: 0,
+        nominal_seen: 0,
+        prints: BTreeMap::new(),
+        next: None,
+        held: BTreeMap::new(),
+        missed: BTreeSet::new(),
+        out: Expected::default(),
+        last_end: None,
+        nominal_out: 0,
+    }
+}
+
+/// The expected outcome of `sc`.
+pub fn expect(sc: &Scenario, stream: &[Sent], arrivals: &[usize]) -> Expected {
+    let mut m = model(sc, stream);
+    for &i in arrivals {
+        let p = m.perceive(&stream[i]);
+        m.arrive(p, i);
+    }
+    m.flush_all();
+    m.out
+}
+
+impl<'a> Model<'a> {
+    fn perceive(&mut self, s: &'a Sent) -> Perceived {
+        let samples = s.samples as u64;
+        let Some(n) = self.newest else {
+            self.nominal_seen = samples;
+            return self.begin(s, self.epoch + s.counter as i128, false);
+        };
+        self.nominal_seen = self.nominal_seen.max(samples);
+        if self.period == 0 {
+            // 64 bits: the number itself; the first number out of turn is a restart.
+            let first = self.sc.kind.format().first_seq();
+            if s.counter == first && Some(self.epoch + s.counter as i128) != self.next {
+                self.epoch += EPOCH;
+                self.nominal_seen = samples;
+                return self.begin(s, self.epoch + s.counter as i128, true);
+            }
+            let pos = self.epoch + s.counter as i128;
+            if pos > n.pos {
+                self.set_newest(s, pos);
+            }
+            return Perceived {
+                pos,
+                ambiguous: false,
+                restart: false,
+            };
+        }
+        let period = self.period;
+        let d = (s.counter as i128 - n.counter as i128).rem_euclid(period);
+        let plain = if d < period / 2 { d } else { d - period };
+        let decided = if self.sc.kind.timed() {
+            self.by_time(s, &n, d, plain)
+        } else {
+            self.by_counter(s, &n, plain)
+        };
+        let Some((k, ambiguous)) = decided else {
+            self.epoch += EPOCH;
+            self.nominal_seen = samples;
+            let pos = self.epoch + s.counter as i128;
+            return self.begin(s, pos, true);
+        };
+        let pos = n.pos + k;
+        if !self.sc.kind.timed() {
+            self.prints.insert(pos, &s.bytes);
+        }
+        if k > 0 {
+            self.set_newest(s, pos);
+        }
+        Perceived {
+            pos,
+            ambiguous,
+            restart: false,
+        }
+    }
+
+    /// A format with usable time: its true place, told with the counter's help.
+    fn by_time(&self, s: &Sent, n: &Newest, d: i128, plain: i128) -> Option<(i128, bool)> {
+        let period = self.period;
+        let nominal = self.nominal_seen as i128;
+        let (start, end) = (s.first as i128, (n.start + n.samples) as i128);
+        if start >= end {
+            let ahead = start - end;
+            if n.eob {
+                let k = if d == 0 { period } else { d };
+                return Some((k, plain <= 0));
+            }
+            let lo = (ahead + nominal - 1) / nominal + 1;
+            let k0 = if d == 0 { period } else { d };
+            let k = if k0 >= lo {
+                k0
+            } else {
+                k0 + period * ((lo - k0 + period - 1) / period)
+            };
+            if k <= ahead + 1 {
+                let exact = ahead % nominal == 0 && ahead / nominal + 1 == k;
+                return Some((k, k != plain && !exact));
+            }
+            return (plain == 1).then_some((1, false));
+        }
+        // Behind: the counter's value nearest to the time's estimate in packets, each
+        // packet between holding at least one sample.
+        let rel = start - n.start as i128;
+        if rel == 0 {
+            return (d == 0).then_some((0, false));
+        }
+        if rel > 0 {
+            return None;
+        }
+        let est = rel as f64 / nominal as f64;
+        let mut best = None;
+        let mut k = if d == 0 { -period } else { d - period };
+        while -k <= -rel {
+            if best
+                .is_none_or(|(b, _): (i128, f64)| (k as f64 - est).abs() < (b as f64 - est).abs())
+            {
+                best = Some((k, 0.0));
+            }
+            k -= period;
+        }
+        best.map(|(k, _)| (k, false))
+    }
+
+    /// A short counter without time: the nearest number; behind, a duplicate only when the
+    /// same bytes were received there. `None`: the restart number out of turn.
+    fn by_counter(&self, s: &Sent, n: &Newest, plain: i128) -> Option<(i128, bool)> {
+        let first = self.sc.kind.format().first_seq();
+        if self.sc.kind == Kind::ChdrBare
+            && s.counter & 0xffff == first
+            && !(1..=HISTORY.min(self.period / 2 - 1)).contains(&plain)
+        {
+            return None;
+        }
+        if plain <= 0 {
+            match self.prints.get(&(n.pos + plain)) {
+                Some(b) if *b != &s.bytes[..] => return Some((plain + self.period, true)),
+                _ => {}
+            }
+        }
+        Some((plain, false))
+    }
+
+    fn set_newest(&mut self, s: &Sent, pos: i128) {
+        self.newest = Some(Newest {
+            pos,
+            counter: s.counter % self.period.max(1) as u64,
+            start: s.first,
+            samples: s.samples as u64,
+            eob: s.eob,
+        });
+    }
+
+    fn begin(&mut self, s: &'a Sent, pos: i128, restart: bool) -> Perceived {
+        self.prints.clear();
+        if !self.sc.kind.timed() && self.period > 0 {
+            self.prints.insert(pos, &s.bytes);
+        }
+        self.set_newest(s, pos);
+        if self.period == 0 {
+            // Counters are kept unmasked for 64 bits.
+            if let Some(n) = self.newest.as_mut() {
+                n.counter = s.counter;
+            }
+        }
+        Perceived {
+            pos,
+            ambiguous: false,
+            restart,
+        }
+    }
+
+    // ---- Order ----
+
+    fn arrive(&mut self, p: Perceived, i: usize) {
+        let c = &mut self.out.counts;
+        if p.ambiguous {
+            c.ambiguous += 1;
+        }
+        let Some(next) = self.next else {
+            self.next = Some(p.pos + 1);
+            self.deliver(i, 0, true);
+            return;
+        };
+        if p.restart || p.pos - next > MAX_GAP {
+            self.flush_all();
+            self.missed.clear();
+            self.next = Some(p.pos + 1);
+            self.out.counts.resyncs += 1;
+            self.deliver(i, 0, true);
+            return;
+        }
+        if p.pos < next {
+            if next - p.pos > HISTORY || self.missed.remove(&p.pos) {
+                self.out.counts.late += 1;
+            } else {
+                self.out.counts.duplicates += 1;
+            }
+            return;
+        }
+        let window = self.window() as i128;
+        let overtaken = self.held.keys().next_back().is_some_and(|&h| h > p.pos);
+        if overtaken && !self.held.contains_key(&p.pos) {
+            self.out.counts.reordered += 1;
+        }
+        if p.pos == next {
+            self.release(p.pos, i);
+            return;
+        }
+        if window > 0 {
+            while p.pos - self.next.unwrap() > window && !self.held.is_empty() {
+                self.flush_oldest();
+            }
+            let next = self.next.unwrap();
+            if p.pos == next {
+                self.release(p.pos, i);
+                return;
+            }
+            if p.pos - next <= window {
+                match self.held.entry(p.pos) {
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        e.insert((i, p.ambiguous));
+                    }
+                    std::collections::btree_map::Entry::Occupied(_) => {
+                        self.out.counts.duplicates += 1;
+                    }
+                }
+                return;
+            }
+        }
+        self.release(p.pos, i);
+    }
+
+    fn window(&self) -> usize {
+        let w = self.sc.window.min(512);
+        match self.sc.kind.period() {
+            0 => w,
+            p => w.min(p as usize / 2 - 1),
+        }
+    }
+
+    /// Releases the packet at `pos` (a gap before it if it is ahead of the next expected)
+    /// and whatever held follows it contiguously.
+    fn release(&mut self, pos: i128, i: usize) {
+        let next = self.next.unwrap();
+        let frames = (pos - next) as u64;
+        for q in next..pos {
+            if pos - q <= HISTORY {
+                self.missed.insert(q);
+            }
+        }
+        self.next = Some(pos + 1);
+        self.deliver(i, frames, false);
+        while let Some((i, _)) = self.held.remove(&self.next.unwrap()) {
+            let p = self.next.unwrap();
+            self.next = Some(p + 1);
+            self.deliver(i, 0, false);
+        }
+    }
+
+    fn flush_oldest(&mut self) {
+        if let Some((&pos, &(i, _))) = self.held.iter().next() {
+            self.held.remove(&pos);
+            self.release(pos, i);
+        }
+    }
+
+    fn flush_all(&mut self) {
+        while !self.held.is_empty() {
+            self.flush_oldest();
+        }
+    }
+
+    // ---- Output ----
+
+    fn deliver(&mut self, i: usize, frames: u64, restart: bool) {
+        let s = &self.stream[i];
+        let samples = s.samples as u64;
+        let c = &mut self.out.counts;
+        c.delivered += 1;
+        c.missed += frames;
+        if restart {
+            self.nominal_out = samples;
+        } else {
+            self.nominal_out = self.nominal_out.max(samples);
+        }
+        let first_ever = self.last_end.is_none();
+        let index = self.out.items.len();
+        if frames > 0 {
+            let zeros = match self.last_end {
+                Some((end, false)) if self.sc.kind.timed() && s.first >= end => s.first - end,
+                _ => frames * self.nominal_out,
+            };
+            self.out.tags.push((
+                index,
+                Tag::Missed {
+                    frames,
+                    items: zeros,
+                },
+            ));
+            self.out
+                .items
+                .extend(std::iter::repeat_n(None, zeros as usize));
+        }
+        let start = self.out.items.len();
+        let continuous = self.last_end.is_some_and(|(end, _)| end == s.first);
+        if self.sc.kind.timed() && (first_ever || restart || frames > 0 || !continuous) {
+            self.out.tags.push((start, Tag::Time));
+        }
+        self.out
+            .items
+            .extend((s.first..s.first + samples).map(Some));
+        if s.eob && samples > 0 {
+            self.out.tags.push((start + s.samples - 1, Tag::Eob));
+        }
+        self.last_end = Some((s.first + samples, s.eob));
+    }
+}

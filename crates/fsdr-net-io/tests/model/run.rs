@@ -1,0 +1,353 @@
+//! Runs a scenario through the library — its sequence layer and depacketizer by hand
+//! (`StreamOrder`, as the engine's consumer drives it), or through an `Engine` over
+//! loopback — and compares every item, tag and counter with the reference model.
+
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use fsdr_net_io::depacketizer::{DatagramIn, Depacketizer, DepacketizerConfig, TagKind};
+use fsdr_net_io::sample::{Decoder, Item};
+use fsdr_net_io::seq::{Released, SeqEvent, StreamClock, StreamOrder, Tracking, fingerprint};
+use fsdr_net_io::{Engine, EngineConfig};
+use num_complex::Complex;
+
+use super::reference::{Counts, Expected, Tag};
+use super::scenario::{Enc, Kind, Scenario, Sent, fc32, sc8, sc16};
+
+/// An item type of an encoding, and the item a sender's sample becomes.
+pub trait Sample: Item + PartialEq + Copy {
+    fn of(n: u64) -> Self;
+}
+impl Sample for Complex<i16> {
+    fn of(n: u64) -> Self {
+        sc16(n)
+    }
+}
+impl Sample for Complex<i8> {
+    fn of(n: u64) -> Self {
+        sc8(n)
+    }
+}
+impl Sample for Complex<f32> {
+    fn of(n: u64) -> Self {
+        fc32(n)
+    }
+}
+
+/// What the library produced.
+#[derive(Debug, Default)]
+pub struct Outcome<T> {
+    pub items: Vec<T>,
+    pub tags: Vec<(usize, Tag)>,
+    pub counts: Counts,
+}
+
+/// The clock a receiver is told, as the blocks give it.
+pub fn clock(sc: &Scenario) -> StreamClock {
+    if !sc.clock.configured {
+        return StreamClock::default();
+    }
+    StreamClock {
+        tick_rate: Some(sc.clock.tick_rate),
+        sample_rate: Some(sc.clock.sample_rate),
+        bytes_per_sample: sc.enc.bytes_per_sample() as u32,
+    }
+}
+
+fn depacketizer<T: Sample>(sc: &Scenario) -> Depacketizer<T> {
+    let timed = sc.kind.timed();
+    let tick_rate = match sc.kind {
+        Kind::ChdrTicks => sc.clock.tick_rate,
+        _ => sc.clock.sample_rate,
+    };
+    Depacketizer::new(
+        Decoder::new(sc.enc.wire(sc.kind.format())).unwrap(),
+        DepacketizerConfig {
+            zero_fill: true,
+            tick_rate: timed.then_some(tick_rate),
+            ticks_per_item: timed.then(|| match sc.kind {
+                Kind::ChdrTicks => sc.clock.ticks_per_sample.to_f64(),
+                _ => 1.0,
+            }),
+            ..Default::default()
+        },
+    )
+}
+
+/// Collects a depacketizer's output across calls.
+struct Sink<T> {
+    dp: Depacketizer<T>,
+    buf: Vec<T>,
+    out: Outcome<T>,
+}
+
+impl<T: Sample> Sink<T> {
+    fn new(sc: &Scenario) -> Self {
+        Sink {
+            dp: depacketizer(sc),
+            buf: vec![T::default(); 1 << 16],
+            out: Outcome::default(),
+        }
+    }
+
+    fn push(&mut self, d: &DatagramIn<'_>) {
+        let mut staged = true;
+        let mut first = true;
+        while staged {
+            let mut w = self.dp.writer(&mut self.buf);
+            if first {
+                w.push(d);
+                first = false;
+            }
+            staged = w.pending();
+            let (n, tags) = w.finish();
+            let base = self.out.items.len();
+            self.out.items.extend_from_slice(&self.buf[..n]);
+            for t in tags {
+                let tag = match t.kind {
+                    TagKind::Missed { frames, items } => Tag::Missed { frames, items },
+                    TagKind::Time(_) => Tag::Time,
+                    TagKind::Eob => Tag::Eob,
+                    TagKind::Setting { .. } => continue,
+                };
+                self.out.tags.push((base + t.index, tag));
+            }
+        }
+    }
+}
+
+fn count<T>(c: &mut Counts, r: &Released<T>) {
+    if r.ambiguous {
+        c.ambiguous += 1;
+    }
+    match r.event {
+        SeqEvent::Gap { missed } => c.missed += missed,
+        SeqEvent::Duplicate => c.duplicates += 1,
+        SeqEvent::Late => c.late += 1,
+        SeqEvent::Resync => c.resyncs += 1,
+        SeqEvent::First | SeqEvent::InOrder => {}
+    }
+    if r.deliver {
+        c.delivered += 1;
+    }
+}
+
+/// The sequence layer and depacketizer driven by hand, as the engine's consumer does.
+pub fn run_pure<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]) -> Outcome<T> {
+    let format = sc.kind.format();
+    let tracking = Tracking::for_format(format, 1)
+        .unwrap()
+        .with_clock(clock(sc));
+    let mut order = StreamOrder::new(tracking, sc.window);
+    let mut sink = Sink::<T>::new(sc);
+    let mut released = Vec::new();
+    let mut counts = Counts::default();
+    let take = |released: &mut Vec<Released<usize>>, sink: &mut Sink<T>, counts: &mut Counts| {
+        for r in released.drain(..) {
+            count(counts, &r);
+            if r.deliver {
+                let bytes = &stream[r.item].bytes;
+                let info = format.parse(bytes).unwrap();
+                let mut d = DatagramIn::new(&bytes[info.payload()]);
+                d.gap = r.gap;
+                d.restart = matches!(r.event, SeqEvent::First | SeqEvent::Resync);
+                d.timestamp = info.timestamp;
+                d.eob = info.eob;
+                d.seq = info.seq;
+                sink.push(&d);
+            }
+        }
+    };
+    for &i in arrivals {
+        let bytes = &stream[i].bytes;
+        let info = format.parse(bytes).unwrap();
+        let mut p = tracking.packet(&info);
+        if order.needs_fingerprint() {
+            p.fingerprint = Some(fingerprint(&bytes[info.payload()]));
+        }
+        let w = order.widen(&p);
+        counts.reordered += order.push(w, &p, i, &mut released);
+        take(&mut released, &mut sink, &mut counts);
+    }
+    order.flush_all(&mut released);
+    take(&mut released, &mut sink, &mut counts);
+    sink.out.counts = counts;
+    sink.out
+}
+
+/// The same datagrams sent over loopback into an engine (mio, one thread), its deliveries
+/// depacketized.
+pub fn run_engine<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]) -> Outcome<T> {
+    let format = sc.kind.format();
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.format = format;
+    cfg.slots = 2048;
+    cfg.slot_size = 2048;
+    cfg.reorder_window = sc.window;
+    // Nothing may be given up on by the clock: only the datagrams decide.
+    cfg.reorder_timeout = Duration::from_secs(30);
+    cfg.clock = clock(sc);
+    let mut engine = Engine::start(cfg).unwrap();
+    let to = engine.local_addr();
+    let datagrams: Vec<Vec<u8>> = arrivals.iter().map(|&i| stream[i].bytes.clone()).collect();
+    let sent = datagrams.len() as u64;
+    let sender = std::thread::spawn(move || {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for (k, d) in datagrams.iter().enumerate() {
+            tx.send_to(d, to).unwrap();
+            if k % 128 == 127 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    });
+    let mut sink = Sink::<T>::new(sc);
+    let start = Instant::now();
+    let take = |engine: &mut Engine, sink: &mut Sink<T>, wait: bool| {
+        let d = if wait {
+            engine.recv_timeout(Duration::from_millis(20))
+        } else {
+            engine.try_recv()
+        };
+        let Some(d) = d else { return false };
+        sink.push(&DatagramIn::from_datagram(&d));
+        true
+    };
+    loop {
+        // Everything taken from the kernel: what is held for a missing predecessor is
+        // released by the stop below (the reorder timeout is long on purpose).
+        if !take(&mut engine, &mut sink, true)
+            && sender.is_finished()
+            && engine.stats().received >= sent
+        {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no end: {sc:?}");
+    }
+    sender.join().unwrap();
+    engine.stop();
+    while take(&mut engine, &mut sink, false) {}
+    let s = engine.shutdown();
+    assert_eq!(
+        s.kernel_drops + s.overflow + s.truncated + s.malformed,
+        0,
+        "{s}"
+    );
+    sink.out.counts = Counts {
+        delivered: s.delivered,
+        missed: s.missed,
+        duplicates: s.duplicates,
+        late: s.late,
+        resyncs: s.resyncs,
+        reordered: s.reordered,
+        ambiguous: s.ambiguous,
+    };
+    sink.out
+}
+
+/// Compares an outcome with the model, item by item; the message says where they part.
+pub fn check<T: Sample>(sc: &Scenario, want: &Expected, got: &Outcome<T>) -> Result<(), String> {
+    let item = |e: &Option<u64>| e.map_or(T::default(), T::of);
+    let n = want.items.len().max(got.items.len());
+    if let Some(k) = (0..n).find(|&k| want.items.get(k).map(item) != got.items.get(k).copied()) {
+        return Err(format!(
+            "item {k} of {} (want {}): want {:?}, got {:?}\ncounts want {:?}\n       got  {:?}\n{sc:?}",
+            got.items.len(),
+            want.items.len(),
+            want.items.get(k),
+            got.items.get(k),
+            want.counts,
+            got.counts,
+        ));
+    }
+    let mut a = want.tags.clone();
+    let mut b = got.tags.clone();
+    a.sort();
+    b.sort();
+    if a != b {
+        let first = a
+            .iter()
+            .zip(&b)
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len()));
+        return Err(format!(
+            "tags differ from #{first}: want {:?}, got {:?} (of {} / {})\n{sc:?}",
+            a.get(first),
+            b.get(first),
+            a.len(),
+            b.len()
+        ));
+    }
+    if want.counts != got.counts {
+        return Err(format!(
+            "counts: want {:?}\n        got  {:?}\n{sc:?}",
+            want.counts, got.counts
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `sc` through `run` with the item type of its encoding and checks it.
+pub fn run_and_check(sc: &Scenario, engine: bool) -> Result<(), String> {
+    let stream = sc.stream();
+    let arrivals = sc.arrivals(&stream);
+    let want = super::reference::expect(sc, &stream, &arrivals);
+    fn go<T: Sample>(
+        sc: &Scenario,
+        stream: &[Sent],
+        arrivals: &[usize],
+        want: &Expected,
+        engine: bool,
+    ) -> Result<(), String> {
+        let got = if engine {
+            run_engine::<T>(sc, stream, arrivals)
+        } else {
+            run_pure::<T>(sc, stream, arrivals)
+        };
+        check(sc, want, &got)
+    }
+    match sc.enc {
+        Enc::Sc16 => go::<Complex<i16>>(sc, &stream, &arrivals, &want, engine),
+        Enc::Sc8 => go::<Complex<i8>>(sc, &stream, &arrivals, &want, engine),
+        Enc::Fc32 => go::<Complex<f32>>(sc, &stream, &arrivals, &want, engine),
+    }
+}
+
+/// Prints, arrival by arrival, what the model and the library made of each packet: the first
+/// thing to look at when a case fails.
+pub fn trace(sc: &Scenario) {
+    let stream = sc.stream();
+    let arrivals = sc.arrivals(&stream);
+    let model = super::reference::perceived(sc, &stream, &arrivals);
+    let format = sc.kind.format();
+    let tracking = Tracking::for_format(format, 1)
+        .unwrap()
+        .with_clock(clock(sc));
+    let mut order = StreamOrder::<usize>::new(tracking, sc.window);
+    let mut out = Vec::new();
+    for (k, &i) in arrivals.iter().enumerate() {
+        let s = &stream[i];
+        let info = format.parse(&s.bytes).unwrap();
+        let mut p = tracking.packet(&info);
+        if order.needs_fingerprint() {
+            p.fingerprint = Some(fingerprint(&s.bytes[info.payload()]));
+        }
+        let w = order.widen(&p);
+        order.push(w, &p, i, &mut out);
+        let events: Vec<String> = out
+            .drain(..)
+            .map(|r| format!("{}:{:?}", r.item, r.event))
+            .collect();
+        eprintln!(
+            "#{k} sent {i} counter {} first {} n {} | model {:?} | lib ext {} start {:?} amb {} restart {} -> {}",
+            s.counter,
+            s.first,
+            s.samples,
+            model[k],
+            w.ext,
+            w.start,
+            w.ambiguous,
+            w.restart,
+            events.join(" ")
+        );
+    }
+}

@@ -1,0 +1,343 @@
+//! What a sender emits and what arrives: a stream of one format, clock and sample encoding,
+//! and the faults on its way (lost runs, short packets, ends of burst, device time jumps,
+//! counter restarts, reorders, duplicates), built from a few parameters that proptest
+//! generates and shrinks.
+
+use fsdr_net_io::format::vrt::{Tsf, Tsi, VrtClassId, VrtRepr, VrtTimestamp};
+use fsdr_net_io::format::{DataHeader, Format};
+use fsdr_net_io::sample::WireFormat;
+use fsdr_net_io::seq::Ratio;
+
+/// A format with one way of stamping time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// GNU Radio's 64-bit sequence number.
+    Seq64,
+    /// GNU Radio's sequence number and size.
+    SeqSize,
+    /// CHDR with device ticks.
+    ChdrTicks,
+    /// CHDR without timestamps.
+    ChdrBare,
+    /// VRT with a sample count (TSF 1), no integer seconds.
+    VrtCount,
+    /// VRT with UTC seconds and a sample count.
+    VrtSecondsCount,
+    /// VRT/DIFI with UTC seconds and real-time picoseconds.
+    VrtPicos,
+    /// VRT without timestamps.
+    VrtBare,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::Seq64,
+        Kind::SeqSize,
+        Kind::ChdrTicks,
+        Kind::ChdrBare,
+        Kind::VrtCount,
+        Kind::VrtSecondsCount,
+        Kind::VrtPicos,
+        Kind::VrtBare,
+    ];
+
+    pub fn format(self) -> Format {
+        match self {
+            Kind::Seq64 => Format::Seq64,
+            Kind::SeqSize => Format::SeqPlusSize,
+            Kind::ChdrTicks | Kind::ChdrBare => Format::Chdr,
+            _ => Format::Vrt,
+        }
+    }
+
+    pub fn timed(self) -> bool {
+        matches!(
+            self,
+            Kind::ChdrTicks | Kind::VrtCount | Kind::VrtSecondsCount | Kind::VrtPicos
+        )
+    }
+
+    /// Counter period (0: 64-bit).
+    pub fn period(self) -> u64 {
+        match self.format().seq_bits() {
+            Some(64) | None => 0,
+            Some(b) => 1 << b,
+        }
+    }
+}
+
+/// How samples go on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enc {
+    /// sc16 (the format's own layout).
+    Sc16,
+    /// sc8: DIFI's two bytes per sample in VRT, item32 (two samples a word) in CHDR.
+    Sc8,
+    /// fc32.
+    Fc32,
+}
+
+impl Enc {
+    pub fn wire(self, format: Format) -> WireFormat {
+        match (self, format) {
+            (Enc::Sc16, f) => match f {
+                Format::Vrt => WireFormat::Sc16Item32Be,
+                _ => WireFormat::Sc16Chdr,
+            },
+            (Enc::Sc8, Format::Vrt) => WireFormat::Sc8Difi,
+            (Enc::Sc8, _) => WireFormat::Sc8Item32Le,
+            (Enc::Fc32, _) => WireFormat::Fc32,
+        }
+    }
+
+    pub fn bytes_per_sample(self) -> usize {
+        match self {
+            Enc::Sc16 => 4,
+            Enc::Sc8 => 2,
+            Enc::Fc32 => 8,
+        }
+    }
+}
+
+/// What happens to (and before) one packet of the stream.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Op {
+    /// Packets lost just before this one.
+    pub lose: u64,
+    /// It carries this many samples fewer than the stream's size (timed formats).
+    pub short: usize,
+    /// It ends a burst; the next one starts `gap` samples of time later.
+    pub eob_gap: Option<u64>,
+    /// The device's clock jumps by this many samples before it, without a loss (CHDR).
+    pub jump: u64,
+    /// The sender's counter starts over at this packet (time goes on).
+    pub restart: bool,
+    /// It arrives this many packets late.
+    pub delay: usize,
+    /// A copy arrives this many packets after it (0: none).
+    pub dup: usize,
+}
+
+/// The stream's clock: ticks per sample, and the rates a receiver is given.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    pub ticks_per_sample: Ratio,
+    pub tick_rate: f64,
+    pub sample_rate: f64,
+    /// The receiver is told the rates (otherwise it learns them).
+    pub configured: bool,
+}
+
+/// The whole case.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub kind: Kind,
+    pub enc: Enc,
+    pub clock: Clock,
+    /// Samples per full packet.
+    pub spp: usize,
+    /// The counter of the first packet.
+    pub first_seq: u64,
+    pub window: usize,
+    pub ops: Vec<Op>,
+}
+
+/// One packet the sender made (sent or lost).
+#[derive(Debug, Clone)]
+pub struct Sent {
+    /// Position in the sender's stream.
+    pub index: usize,
+    /// First sample of it on the sender's timeline.
+    pub first: u64,
+    pub samples: usize,
+    pub counter: u64,
+    pub eob: bool,
+    /// It went out (not lost).
+    pub sent: bool,
+    pub bytes: Vec<u8>,
+}
+
+impl Scenario {
+    /// Every packet the sender made, in its order.
+    pub fn stream(&self) -> Vec<Sent> {
+        let format = self.kind.format();
+        let mut out = Vec::new();
+        let mut sample = 0u64; // position on the timeline (samples since the start)
+        let mut counter = self.first_seq;
+        let restart_at = format.first_seq();
+        for op in &self.ops {
+            for _ in 0..op.lose {
+                out.push(self.packet(out.len(), sample, self.spp, counter, false, false));
+                sample += self.spp as u64;
+                counter = counter.wrapping_add(1);
+            }
+            sample += op.jump;
+            if op.restart {
+                counter = restart_at;
+            }
+            let n = self.spp - op.short.min(self.spp - 1);
+            out.push(self.packet(out.len(), sample, n, counter, true, op.eob_gap.is_some()));
+            sample += op.eob_gap.unwrap_or(0);
+            sample += n as u64;
+            counter = counter.wrapping_add(1);
+        }
+        out
+    }
+
+    /// The order of arrival: indices into `stream`, lost ones left out, delays and copies
+    /// applied.
+    pub fn arrivals(&self, stream: &[Sent]) -> Vec<usize> {
+        // Each sent packet gets an arrival slot; later slots for the late and the copies.
+        let mut slots: Vec<(usize, usize, usize)> = Vec::new(); // (slot, tiebreak, index)
+        let mut op_of = self.ops.iter();
+        for (pos, p) in stream.iter().filter(|p| p.sent).enumerate() {
+            let op = op_of.next().expect("one op per sent packet");
+            slots.push((pos + op.delay, 1 + op.delay, p.index));
+            if op.dup > 0 {
+                slots.push((pos + op.dup, 0, p.index));
+            }
+        }
+        slots.sort();
+        slots.into_iter().map(|(_, _, i)| i).collect()
+    }
+
+    fn packet(
+        &self,
+        index: usize,
+        first: u64,
+        samples: usize,
+        counter: u64,
+        sent: bool,
+        eob: bool,
+    ) -> Sent {
+        let format = self.kind.format();
+        let mut bytes = Vec::new();
+        if sent {
+            let payload = payload(self.enc, format, first, samples);
+            bytes = self.frame(counter, first, &payload, eob);
+        }
+        Sent {
+            index,
+            first,
+            samples,
+            counter,
+            eob,
+            sent,
+            bytes,
+        }
+    }
+
+    /// The datagram: header for the packet's counter and time, then the payload.
+    fn frame(&self, counter: u64, first: u64, payload: &[u8], eob: bool) -> Vec<u8> {
+        let format = self.kind.format();
+        match self.kind {
+            Kind::VrtSecondsCount | Kind::VrtPicos => {
+                let rate = self.clock.sample_rate as u64;
+                let timestamp = match self.kind {
+                    Kind::VrtSecondsCount => VrtTimestamp {
+                        tsi: Tsi::Utc,
+                        integer: Some((1_700_000_000 + first / rate) as u32),
+                        tsf: Tsf::SampleCount,
+                        fractional: Some(first % rate),
+                    },
+                    _ => {
+                        let ps_per = Ratio::of_rates(1e12, self.clock.sample_rate).unwrap();
+                        let ps = ps_per.ticks_rounded(first);
+                        VrtTimestamp {
+                            tsi: Tsi::Utc,
+                            integer: Some((1_700_000_000 + ps / 1_000_000_000_000) as u32),
+                            tsf: Tsf::RealTime,
+                            fractional: Some(ps % 1_000_000_000_000),
+                        }
+                    }
+                };
+                let pad = (4 - payload.len() % 4) % 4;
+                let mut class_id = VrtClassId::new(fsdr_net_io::format::vrt::DIFI_OUI, 0, 0);
+                class_id.pad_bits = (8 * pad) as u8;
+                let repr = VrtRepr {
+                    packet_type: 1,
+                    stream_id: Some(1),
+                    class_id: Some(class_id),
+                    trailer: None,
+                    timestamp: Some(timestamp),
+                    packet_count: (counter & 0xf) as u8,
+                    size_words: 0,
+                };
+                let h = repr.header_len();
+                let mut dg = vec![0u8; h + payload.len() + pad];
+                let repr = VrtRepr {
+                    size_words: (dg.len() / 4) as u16,
+                    ..repr
+                };
+                repr.emit(&mut dg);
+                dg[h..h + payload.len()].copy_from_slice(payload);
+                dg
+            }
+            _ => {
+                let timestamp = match self.kind {
+                    Kind::ChdrTicks => Some(self.clock.ticks_per_sample.ticks_rounded(first)),
+                    Kind::VrtCount => Some(first),
+                    _ => None,
+                };
+                let pad = if format == Format::Vrt {
+                    (4 - payload.len() % 4) % 4
+                } else {
+                    0
+                };
+                let h = format.header_len(timestamp.is_some());
+                let mut dg = vec![0u8; h + payload.len() + pad];
+                let fields = DataHeader {
+                    seq: counter,
+                    timestamp,
+                    eob,
+                    pad,
+                    ..Default::default()
+                };
+                format.emit_header(&mut dg, &fields).unwrap();
+                dg[h..h + payload.len()].copy_from_slice(payload);
+                dg
+            }
+        }
+    }
+}
+
+/// Sample `n` of the stream in an encoding, as the receiver's item (as bytes of `T`'s wire
+/// layout): every sample distinct within 2^16, so a misplaced one shows.
+pub fn payload(enc: Enc, format: Format, first: u64, samples: usize) -> Vec<u8> {
+    use fsdr_net_io::sample::Encoder;
+    use num_complex::Complex;
+    let wire = enc.wire(format);
+    let mut out = vec![0u8; samples * enc.bytes_per_sample()];
+    let ns = first..first + samples as u64;
+    match enc {
+        Enc::Sc16 => {
+            let s: Vec<Complex<i16>> = ns.map(sc16).collect();
+            Encoder::new(wire).unwrap().encode(&s, &mut out);
+        }
+        Enc::Sc8 => {
+            let s: Vec<Complex<i8>> = ns.map(sc8).collect();
+            Encoder::new(wire).unwrap().encode(&s, &mut out);
+        }
+        Enc::Fc32 => {
+            // fc32 has no encoder (it is a receive format): little-endian I then Q.
+            for (k, n) in ns.enumerate() {
+                let c = fc32(n);
+                out[8 * k..8 * k + 4].copy_from_slice(&c.re.to_le_bytes());
+                out[8 * k + 4..8 * k + 8].copy_from_slice(&c.im.to_le_bytes());
+            }
+        }
+    }
+    out
+}
+
+pub fn sc16(n: u64) -> num_complex::Complex<i16> {
+    num_complex::Complex::new((n + 1) as u16 as i16, ((n + 1) >> 16) as u16 as i16)
+}
+
+pub fn sc8(n: u64) -> num_complex::Complex<i8> {
+    num_complex::Complex::new(n as u8 as i8, (n >> 8) as u8 as i8)
+}
+
+pub fn fc32(n: u64) -> num_complex::Complex<f32> {
+    num_complex::Complex::new((n + 1) as f32, -((n % 4096) as f32))
+}
