@@ -21,10 +21,20 @@
 //! * `cargo xtask soak --minutes M`: streams the USRP emulator into `usrp_rx` with faults
 //!   injected at known rates, samples the receiver's memory every second, and checks that every
 //!   sample and every fault is accounted for.
+//! * `cargo xtask props --cases N`: the exactness model's property tests (`fsdr-net-io`'s
+//!   `tests/model.rs`) in release with N cases (N/1000 through an engine over loopback).
+//! * `cargo xtask miri [--all]`: the unit tests that make no system call under Miri (the
+//!   nightly toolchain); `--all` the whole scope, else what `cargo xtask test` runs.
+//! * `cargo xtask asan`: fsdr-net-io's tests built with AddressSanitizer (nightly).
+//! * `cargo xtask shape`: files over 600 lines without a reason, and import circles between
+//!   modules (`cargo xtask test` checks both).
 
+mod checks;
 mod host;
 mod latency;
 mod loss;
+mod shape;
+mod soak;
 
 use std::process::Command;
 
@@ -80,6 +90,22 @@ enum Task {
     /// The probe benchmark in three modes: tracepoints compiled out, compiled in without a
     /// session, and recording (needs root and the LTTng packages).
     ProbeBench,
+    /// The exactness model's property tests in release with N cases.
+    Props {
+        /// Cases through the sequence layer (a thousandth of them through an engine).
+        #[arg(long, default_value_t = 100_000)]
+        cases: u64,
+    },
+    /// The unit tests that make no system call, under Miri (nightly toolchain).
+    Miri {
+        /// The whole scope (slow), not only what `cargo xtask test` runs.
+        #[arg(long)]
+        all: bool,
+    },
+    /// fsdr-net-io's tests under AddressSanitizer (nightly toolchain).
+    Asan,
+    /// The code's shape: files over 600 lines without a reason, import circles.
+    Shape,
     /// Stream with injected faults for M minutes and check exact accounting and flat memory.
     Soak {
         /// How long.
@@ -133,7 +159,15 @@ fn main() -> Result<()> {
             minutes,
             rate,
             backend,
-        } => soak(minutes, &rate, &backend),
+        } => soak::soak(minutes, &rate, &backend),
+        Task::Props { cases } => checks::props(cases),
+        Task::Miri { all } => checks::miri(if all {
+            checks::MIRI_SCOPE
+        } else {
+            checks::MIRI_IN_TEST
+        }),
+        Task::Asan => checks::asan(),
+        Task::Shape => shape::check(),
     }
 }
 
@@ -225,6 +259,7 @@ fn test(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
         install_packages()?;
     }
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    shape::check()?;
     let clippy = |extra: &[&str]| {
         run(cargo()
             .args(["clippy", "--quiet", "--workspace", "--all-targets"])
@@ -330,6 +365,18 @@ fn test(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
     if loom {
         loom_models()?;
     }
+    // Exactness at scale: 3000 cases a format through the sequence layer, 24 through an
+    // engine; then a short soak of the main job with injected faults.
+    checks::props(24_000)?;
+    soak::soak(1.0 / 3.0, "70e6", "mio")?;
+    // Soundness where the nightly toolchain is: Miri over the code without system calls,
+    // and the test suite under AddressSanitizer.
+    if checks::miri_available() {
+        checks::miri(checks::MIRI_IN_TEST)?;
+        checks::asan()?;
+    } else {
+        eprintln!("xtask: no nightly toolchain with Miri here: Miri and ASan not run");
+    }
     Ok(())
 }
 
@@ -363,136 +410,13 @@ fn last_json(output: &str) -> Result<serde_json::Value> {
     serde_json::from_str(line).with_context(|| format!("parsing {line:?}"))
 }
 
-/// Resident memory of a process in KiB.
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-/// Faults injected during a soak: prime periods, so they rarely coincide.
-const DROP_EVERY: u64 = 997;
-const REORDER_EVERY: u64 = 1009;
-const DUPLICATE_EVERY: u64 = 1013;
-
-fn soak(minutes: f64, rate: &str, backend: &str) -> Result<()> {
-    run(cargo().args(["build", "--release", "--example", "usrp_rx"]))?;
-    let seconds = (minutes * 60.0).max(1.0);
-    let mut child = Command::new("target/release/examples/usrp_rx")
-        .args(["--json", "--zero-fill", "false", "--signal", "ramp"])
-        .args(["--rate", rate, "--backend", backend])
-        .args(["--duration", &seconds.to_string()])
-        .args(["--drop-every", &DROP_EVERY.to_string()])
-        .args(["--reorder-every", &REORDER_EVERY.to_string()])
-        .args(["--duplicate-every", &DUPLICATE_EVERY.to_string()])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .context("starting usrp_rx")?;
-    let pid = child.id();
-    eprintln!("xtask: soak for {seconds} s at {rate} samples/s (backend {backend}), pid {pid}");
-    let mut rss = Vec::new();
-    while child.try_wait()?.is_none() {
-        if let Some(k) = rss_kib(pid) {
-            rss.push(k);
-        }
-        std::thread::sleep(std::time::Duration::from_secs(1));
-    }
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        bail!("usrp_rx failed: {}", out.status);
-    }
-    let rx: serde_json::Value =
-        last_json(&String::from_utf8_lossy(&out.stdout)).context("usrp_rx's result")?;
-    let emu = &rx["emulator"];
-    // A summary field of usrp_rx's JSON, or one of its counters under `stats`.
-    let n = |v: &serde_json::Value, k: &str| {
-        v[k].as_u64()
-            .or_else(|| v["stats"][k].as_u64())
-            .unwrap_or(0)
-    };
-    let sent = n(emu, "samples_sent") + n(emu, "dropped_samples");
-    let lost_in_receiver = n(&rx, "kernel_drops") + n(&rx, "overflow");
-    let mut failures = Vec::new();
-    let mut check = |what: &str, got: u64, want: u64| {
-        let ok = got == want;
-        println!(
-            "{:<44} {:>14} {:>14} {}",
-            what,
-            got,
-            want,
-            if ok { "ok" } else { "MISMATCH" }
-        );
-        if !ok {
-            failures.push(what.to_string());
-        }
-    };
-    println!("{:<44} {:>14} {:>14}", "check", "receiver", "expected");
-    check(
-        "received + missed samples = sent samples",
-        n(&rx, "received") + n(&rx, "missed_samples"),
-        sent,
-    );
-    check(
-        "missed packets = dropped + lost in receiver",
-        n(&rx, "missed"),
-        n(emu, "dropped") + lost_in_receiver,
-    );
-    check(
-        "duplicates = duplicated",
-        n(&rx, "duplicates"),
-        n(emu, "duplicated"),
-    );
-    check(
-        "reordered = reordered",
-        n(&rx, "reordered"),
-        n(emu, "reordered"),
-    );
-    check("late", n(&rx, "late"), 0);
-    check("resyncs", n(&rx, "resyncs"), 0);
-    check("emulator send errors", n(emu, "send_errors"), 0);
-    println!(
-        "lost in the receiver (kernel drops + overflows): {lost_in_receiver}; \
-         ramp discontinuities: {} (one per dropped packet expected: {})",
-        n(&rx, "discontinuities"),
-        n(emu, "dropped")
-    );
-    // Memory: after a 5 s warm-up, resident size should not grow.
-    let warm = rss.iter().skip(5).copied().collect::<Vec<_>>();
-    if let (Some(first), Some(last), Some(max), Some(min)) = (
-        warm.first(),
-        warm.last(),
-        warm.iter().max(),
-        warm.iter().min(),
-    ) {
-        println!(
-            "resident memory (KiB, {} samples after warm-up): first {first}, last {last}, \
-             min {min}, max {max}, growth {:+}",
-            warm.len(),
-            *last as i64 - *first as i64
-        );
-        if *last > first + first / 10 + 16 * 1024 {
-            failures.push("memory grew".into());
-        }
-    }
-    if failures.is_empty() {
-        println!("soak: every sample and every injected fault accounted for");
-        Ok(())
-    } else {
-        bail!("soak failed: {}", failures.join(", "))
-    }
-}
-
 /// The fuzz targets (see `fuzz/fuzz_targets`).
 const FUZZ_TARGETS: &[&str] = &[
     "seq64",
     "chdr",
     "vrt",
     "seq_tracker",
+    "seq_books",
     "cmsg",
     "depacketizer",
     "vrt_context",
@@ -577,6 +501,14 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
             };
             out.extend(emit_context(&plain, 1, None).ok());
             out.extend(emit_context(&difi, 2, Some(1000)).ok());
+        }
+        "seq_books" => {
+            // CHDR with ticks, sc16, window 8, 10 samples a packet; then packets: plain, a
+            // loss of 16, a delay, a duplicate, a time jump.
+            out.push(vec![
+                2, 0, 9, 3, 1, 7, 0, 0, 0, 0, 0, 0, 0, 0, 240, 0, 0, 0, 0, 245, 0, 0, 0x41, 0,
+                0x20, 9, 0, 0, 0,
+            ]);
         }
         "depacketizer" => {
             // Room, zero-fill, then (length, gap frames, eob) per datagram.

@@ -21,3 +21,9 @@ impl Noise {
         (0..len).map(|_| self.next_u64() as u8).collect()
     }
 }
+
+/// The size of a sweep: `n` natively, a fiftieth (at least `floor`) under Miri, which checks
+/// the same paths at a thousandth of the speed.
+pub(crate) fn sweep(n: u64, floor: u64) -> u64 {
+    if cfg!(miri) { (n / 50).max(floor) } else { n }
+}

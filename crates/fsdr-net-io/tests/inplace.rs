@@ -593,20 +593,3 @@ fn the_buffer_returned_last_is_filled_next_and_lending_is_bounded() {
     let (stats, dp, _) = rx.shutdown();
     assert_eq!((stats.delivered, dp.items), (12, 1200));
 }
-
-/// `EngineConfig::cpu_latency` holds for an in-place receiver as for an engine: from start to
-/// drop.
-#[test]
-fn in_place_receiver_holds_its_cpu_latency_request_while_it_runs() {
-    let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
-    engine.backend = Backend::Recvmmsg;
-    engine.format = Format::Seq64;
-    engine.cpu_latency = Some(Duration::ZERO);
-    let cfg = InPlaceConfig {
-        engine,
-        decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
-        depacketizer: DepacketizerConfig::default(),
-        buffers: 2,
-    };
-    common::check_holds_cpu_latency(|| InPlaceReceiver::<u8, Vec<u8>>::start(cfg));
-}

@@ -3,13 +3,37 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::backend::Backend;
-use super::backend::GRO_MAX_SEGMENTS;
-use crate::Error;
 use crate::format::Format;
 use crate::seq::SeqConfig;
 use crate::socket::SocketConfig;
 use crate::sys::ReuseportSpread;
+
+// The `Backend` enum, from the one table of backends (`backend/list.rs`); its dispatch to
+// the implementations is `backend/mod.rs`'s, which also checks a configuration against the
+// backend it names (`EngineConfig::validate`).
+macro_rules! backend_enum {
+    ($( $(#[$attr:meta])* $variant:ident = $name:literal => $imp:path $(, feature $feature:literal)?; )*) => {
+        /// Receive backends. See each one's documentation, and the README's table for when to
+        /// pick which.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+        #[non_exhaustive]
+        pub enum Backend {
+            $( $(#[$attr])* $variant, )*
+        }
+
+        impl Backend {
+            /// Every backend of this build, in table order (io_uring ones only with the
+            /// `uring` feature).
+            pub const ALL: &'static [Backend] = &[
+                $( $(#[cfg(feature = $feature)])? Backend::$variant, )*
+            ];
+
+            /// Every backend name, including those this build leaves out.
+            pub(crate) const EVERY: &'static [Backend] = &[ $( Backend::$variant, )* ];
+        }
+    };
+}
+super::backend::list::backend_list!(backend_enum);
 
 /// Pinning and priority of receive threads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -214,16 +238,6 @@ impl EngineConfig {
         }
     }
 
-    /// Receive threads this configuration starts.
-    pub fn thread_count(&self) -> usize {
-        self.backend.imp().threads(self)
-    }
-
-    /// Bytes each slot of the pool takes: the largest datagram plus what the backend needs.
-    pub(crate) fn pool_slot_size(&self) -> usize {
-        self.slot_size + self.backend.imp().slot_overhead()
-    }
-
     /// The sequence rules the tracker uses. Short counters (4 and 16 bits) are widened to 64
     /// bits first ([`SeqExtender`](crate::seq::SeqExtender)), so the tracker works in a 64-bit
     /// space for them; `None` for formats without sequence numbers.
@@ -239,59 +253,6 @@ impl EngineConfig {
             t.seq = seq;
         }
         Some(t)
-    }
-
-    /// Checks the settings every backend shares, then the backend's own.
-    pub(crate) fn validate(&self) -> Result<(), Error> {
-        if self.batch == 0 || self.batch > 1024 {
-            return Err(Error::config(format!(
-                "batch {} outside 1..=1024",
-                self.batch
-            )));
-        }
-        if self.slot_size < 16 || self.slot_size > 65_536 {
-            return Err(Error::config(format!(
-                "slot size {} outside 16..=65536",
-                self.slot_size
-            )));
-        }
-        if self.slots < self.batch {
-            return Err(Error::config(format!(
-                "{} slots cannot hold a batch of {}",
-                self.slots, self.batch
-            )));
-        }
-        if let Coalesce::Fixed { frames: 0, .. } | Coalesce::Adaptive { frames: 0, .. } =
-            self.coalesce
-        {
-            return Err(Error::config("coalesce frames must be at least 1"));
-        }
-        if self.latency_budget.is_some_and(|b| b.is_zero()) {
-            return Err(Error::config("a latency budget of 0 would drop everything"));
-        }
-        if self.reorder_window >= self.slots {
-            return Err(Error::config(format!(
-                "reorder window {} needs more than {} slots",
-                self.reorder_window, self.slots
-            )));
-        }
-        if self.socket.gro && !self.backend.capabilities().gro {
-            return Err(Error::Unsupported {
-                backend: self.backend,
-                reason: "UDP GRO is split into datagrams by the mio and reuseport backends and by \
-                         in-place receivers only"
-                    .into(),
-            });
-        }
-        if self.socket.gro && self.slots < 2 * GRO_MAX_SEGMENTS {
-            return Err(Error::config(format!(
-                "UDP GRO needs at least {} slots ({} datagrams per coalesced receive, twice), not {}",
-                2 * GRO_MAX_SEGMENTS,
-                GRO_MAX_SEGMENTS,
-                self.slots
-            )));
-        }
-        self.backend.imp().validate(self)
     }
 }
 

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Shared;
-use super::datagram::{Datagram, StreamKey};
+use super::datagram::Datagram;
+use super::meta::StreamKey;
 use super::slots::{ConsumerEnd, SlotPool};
 use crate::seq::{Gap, Released, SeqEvent, StreamOrder, Tracking};
 use crate::stats::ConsumerCounters;

@@ -34,10 +34,12 @@
 //! ```
 
 mod backend;
+mod budget;
 mod config;
 mod consumer;
 mod datagram;
 mod inline;
+mod meta;
 mod receive;
 mod slots;
 mod worker;
@@ -51,13 +53,15 @@ use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
+pub use crate::seq::Gap;
 pub use crate::sys::ReuseportSpread;
 pub use backend::{Backend, Capabilities, UnknownBackend};
 pub(crate) use backend::{GRO_MAX_BYTES, GRO_MAX_SEGMENTS};
 pub(crate) use config::WakeSchedule;
 pub use config::{Coalesce, DEFAULT_SLOT_SIZE, EngineConfig, Overload, ThreadOptions};
 pub(crate) use consumer::count_released;
-pub use datagram::{Arrival, Clocks, Datagram, DatagramMeta, Gap, StreamKey};
+pub use datagram::Datagram;
+pub use meta::{Arrival, Clocks, DatagramMeta, StreamKey};
 pub(crate) use receive::DRAIN_CALLS;
 pub(crate) use slots::Recycled;
 pub(crate) use worker::{setup_thread, spawn_receive_thread};

@@ -6,7 +6,7 @@
 
 use socket2::Socket;
 
-use super::datagram::Clocks;
+use super::meta::Clocks;
 use super::worker::Worker;
 use crate::sys::{self, RecvBatch, Wait};
 
@@ -16,6 +16,7 @@ pub(crate) const DRAIN_CALLS: usize = 4096;
 
 /// After the stop: takes what the socket has queued, without waiting, in batches of
 /// `batch`, for at most [`DRAIN_CALLS`] calls.
+#[cfg_attr(not(feature = "uring"), allow(dead_code))]
 pub(crate) fn drain_after_stop(worker: &mut Worker, socket: &Socket, batch: usize) {
     let mut msgs = RecvBatch::new(batch);
     for _ in 0..DRAIN_CALLS {

@@ -10,7 +10,7 @@
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 
-use super::datagram::DatagramMeta;
+use super::meta::DatagramMeta;
 
 /// The taking end of a ring of returned items (free slots, empty buffers) that hands them
 /// out most recently returned first. The ring is FIFO; taking from it in order would cycle

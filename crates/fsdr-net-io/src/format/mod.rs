@@ -407,7 +407,7 @@ mod tests {
         let mut noise = crate::testing::Noise::new();
         let mut rand = move || noise.next_u64();
         for format in Format::ALL {
-            for round in 0..400 {
+            for round in 0..crate::testing::sweep(400, 110) {
                 let len = 28 + (rand() % 200) as usize / 4 * 4;
                 let mut dg = vec![0u8; len];
                 let h = DataHeader {
@@ -470,7 +470,7 @@ mod tests {
     #[test]
     fn no_parser_panics_on_short_or_random_input() {
         let mut noise = crate::testing::Noise::new();
-        for len in 0..200usize {
+        for len in 0..crate::testing::sweep(200, 40) as usize {
             let dg = noise.bytes(len);
             for format in Format::ALL {
                 let _ = format.parse(&dg);

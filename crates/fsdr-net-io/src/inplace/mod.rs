@@ -88,7 +88,9 @@ use crate::socket::BufferReport;
 use crate::stats::{Counters, Stats};
 use crate::{Error, sys};
 
+mod copying;
 mod receiver;
+mod scatter;
 
 /// Memory a receive thread can write items into: an output buffer of the consumer.
 /// Implemented for `Vec<T>`; the FutureSDR block implements it for the circuit buffer.

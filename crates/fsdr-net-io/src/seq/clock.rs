@@ -416,7 +416,7 @@ mod tests {
             Ratio::integer(4).unwrap(),
             Ratio::new(390_625, 12).unwrap(),
         ] {
-            for n in 0..5_000u64 {
+            for n in 0..crate::testing::sweep(5_000, 100) {
                 let t = tpi.ticks_rounded(n) as i128;
                 assert_eq!(tpi.units_rounded(t), n as i128, "{tpi} n {n}");
                 assert!(tpi.agrees(t, n as i128), "{tpi} n {n}");

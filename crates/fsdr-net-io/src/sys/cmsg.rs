@@ -269,7 +269,7 @@ mod tests {
     #[test]
     fn arbitrary_bytes_never_panic() {
         let mut noise = crate::testing::Noise::new();
-        for len in 0..300usize {
+        for len in 0..crate::testing::sweep(300, 40) as usize {
             let buf = noise.bytes(len);
             let mut m = meta();
             parse_control(&buf, &mut m);

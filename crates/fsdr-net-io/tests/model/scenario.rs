@@ -341,3 +341,32 @@ pub fn sc8(n: u64) -> num_complex::Complex<i8> {
 pub fn fc32(n: u64) -> num_complex::Complex<f32> {
     num_complex::Complex::new((n + 1) as f32, -((n % 4096) as f32))
 }
+
+/// Faults that would let a packet from before a restart arrive after it (which no format
+/// can place) are taken out around each restart.
+pub fn tidy(mut ops: Vec<Op>) -> Vec<Op> {
+    let restarts: Vec<usize> = (0..ops.len())
+        .filter(|&i| i > 0 && ops[i].restart)
+        .collect();
+    for r in restarts {
+        for i in r.saturating_sub(14)..(r + 14).min(ops.len()) {
+            ops[i].delay = 0;
+            ops[i].dup = 0;
+            if i >= r {
+                ops[i].lose = 0;
+                ops[i].jump = 0;
+                ops[i].eob_gap = None;
+            }
+        }
+    }
+    if let Some(o) = ops.first_mut() {
+        o.restart = false;
+    }
+    // The first pairs confirm the configured clock: no time jump among them (one alone is
+    // tolerated, `seq::extend`).
+    for o in ops.iter_mut().take(3) {
+        o.jump = 0;
+        o.eob_gap = None;
+    }
+    ops
+}

@@ -20,7 +20,7 @@ use std::io;
 
 use socket2::Socket;
 
-use super::super::datagram::Clocks;
+use super::super::meta::Clocks;
 use super::super::worker::Worker;
 use crate::sys::{RecvBatch, RecvMeta, Wait};
 

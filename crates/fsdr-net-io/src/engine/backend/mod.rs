@@ -1,9 +1,10 @@
 //! Receive backends: one module each, behind the [`ReceiveBackend`] trait, and the one table
-//! (`backends!` below) that names them. Adding a backend touches its own module and one line
-//! of that table; [`Backend::ALL`] (every CLI, the xtask's receiver list) follows.
+//! that names them (`list.rs`). Adding a backend touches its own module and one line of that
+//! table; [`Backend`] and [`Backend::ALL`] (every CLI, the xtask's receiver list) follow.
 
 mod blocking;
 mod gro;
+pub(crate) mod list;
 mod mio;
 #[cfg(feature = "uring")]
 mod multishot;
@@ -20,7 +21,8 @@ use std::thread::JoinHandle;
 use socket2::Socket;
 
 use super::Shared;
-use super::config::EngineConfig;
+pub use super::config::Backend;
+use super::config::{Coalesce, EngineConfig};
 use super::slots::ReceiverEnd;
 use crate::Error;
 use crate::socket::{OpenedSocket, open_socket};
@@ -216,27 +218,10 @@ macro_rules! implementation {
     }};
 }
 
-/// The registry: one line per backend (variant, name, implementation, cargo feature).
-macro_rules! backends {
+// The dispatch from each backend to its implementation, from the one table.
+macro_rules! dispatch {
     ($( $(#[$attr:meta])* $variant:ident = $name:literal => $imp:path $(, feature $feature:literal)?; )*) => {
-        /// Receive backends. See each one's documentation, and the README's table for when to
-        /// pick which.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-        #[non_exhaustive]
-        pub enum Backend {
-            $( $(#[$attr])* $variant, )*
-        }
-
         impl Backend {
-            /// Every backend of this build, in table order (io_uring ones only with the
-            /// `uring` feature).
-            pub const ALL: &'static [Backend] = &[
-                $( $(#[cfg(feature = $feature)])? Backend::$variant, )*
-            ];
-
-            /// Every backend name, including those this build leaves out.
-            const EVERY: &'static [Backend] = &[ $( Backend::$variant, )* ];
-
             pub(crate) fn imp(self) -> &'static dyn ReceiveBackend {
                 match self {
                     $( Backend::$variant => implementation!($name, $imp $(, $feature)?), )*
@@ -245,26 +230,72 @@ macro_rules! backends {
         }
     };
 }
+list::backend_list!(dispatch);
 
-backends! {
-    /// One thread, the socket registered edge-triggered with `mio::Poll`, drained with
-    /// `recvmmsg` batches.
-    #[default]
-    Mio = "mio" => mio::Mio;
-    /// One thread doing one blocking `recvmsg` per datagram: the baseline that shows what
-    /// batching buys.
-    Blocking = "blocking" => blocking::Blocking;
-    /// The bare loop: one thread blocked in `recvmmsg(MSG_WAITFORONE)`, woken for shutdown
-    /// by `shutdown(SHUT_RD)`; no readiness polling at all.
-    Recvmmsg = "recvmmsg" => recvmmsg::Recvmmsg;
-    /// N threads, each with its own SO_REUSEPORT socket on the same address and its own
-    /// `mio::Poll`; optionally a classic-BPF program spreads one flow over the sockets.
-    Reuseport = "reuseport" => reuseport::Reuseport;
-    /// io_uring through tokio-uring on a dedicated thread, with a configurable number of
-    /// receives always in flight.
-    Uring = "uring" => uring::Uring, feature "uring";
-    /// io_uring multishot `recvmsg` with a provided-buffer ring made of the engine's slots.
-    UringMultishot = "uring-multishot" => multishot::Multishot, feature "uring";
+/// What a configuration asks of its backend.
+impl EngineConfig {
+    /// Receive threads this configuration starts.
+    pub fn thread_count(&self) -> usize {
+        self.backend.imp().threads(self)
+    }
+
+    /// Bytes each slot of the pool takes: the largest datagram plus what the backend needs.
+    pub(crate) fn pool_slot_size(&self) -> usize {
+        self.slot_size + self.backend.imp().slot_overhead()
+    }
+
+    /// Checks the settings every backend shares, then the backend's own.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.batch == 0 || self.batch > 1024 {
+            return Err(Error::config(format!(
+                "batch {} outside 1..=1024",
+                self.batch
+            )));
+        }
+        if self.slot_size < 16 || self.slot_size > 65_536 {
+            return Err(Error::config(format!(
+                "slot size {} outside 16..=65536",
+                self.slot_size
+            )));
+        }
+        if self.slots < self.batch {
+            return Err(Error::config(format!(
+                "{} slots cannot hold a batch of {}",
+                self.slots, self.batch
+            )));
+        }
+        if let Coalesce::Fixed { frames: 0, .. } | Coalesce::Adaptive { frames: 0, .. } =
+            self.coalesce
+        {
+            return Err(Error::config("coalesce frames must be at least 1"));
+        }
+        if self.latency_budget.is_some_and(|b| b.is_zero()) {
+            return Err(Error::config("a latency budget of 0 would drop everything"));
+        }
+        if self.reorder_window >= self.slots {
+            return Err(Error::config(format!(
+                "reorder window {} needs more than {} slots",
+                self.reorder_window, self.slots
+            )));
+        }
+        if self.socket.gro && !self.backend.capabilities().gro {
+            return Err(Error::Unsupported {
+                backend: self.backend,
+                reason: "UDP GRO is split into datagrams by the mio and reuseport backends and by \
+                         in-place receivers only"
+                    .into(),
+            });
+        }
+        if self.socket.gro && self.slots < 2 * GRO_MAX_SEGMENTS {
+            return Err(Error::config(format!(
+                "UDP GRO needs at least {} slots ({} datagrams per coalesced receive, twice), not {}",
+                2 * GRO_MAX_SEGMENTS,
+                GRO_MAX_SEGMENTS,
+                self.slots
+            )));
+        }
+        self.backend.imp().validate(self)
+    }
 }
 
 impl Backend {

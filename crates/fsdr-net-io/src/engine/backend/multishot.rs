@@ -24,7 +24,7 @@ use io_uring::types::{BufRingEntry, RecvMsgOut, SubmitArgs, Timespec};
 use io_uring::{IoUring, Probe, cqueue, opcode, types};
 use socket2::Socket;
 
-use super::super::datagram::Clocks;
+use super::super::meta::Clocks;
 use super::super::slots::{ReceiverEnd, SlotPool};
 use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Overload, Shared};

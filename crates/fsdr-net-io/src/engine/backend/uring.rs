@@ -29,7 +29,7 @@ use std::task::Poll;
 use socket2::Socket;
 use tokio_uring::buf::{IoBuf, IoBufMut};
 
-use super::super::datagram::Clocks;
+use super::super::meta::Clocks;
 use super::super::receive::drain_after_stop;
 use super::super::slots::{ReceiverEnd, SlotPool};
 use super::super::worker::{Worker, spawn_receive_thread};

@@ -1,23 +1,5 @@
-//! One receiver of the loss harness (`cargo xtask loss`): binds, prints `listening on ADDR`,
-//! receives one stream until it has been idle for `--idle` seconds, and prints one line of JSON
-//! with what it delivered, what was lost where, and the CPU time this process used (in all, by
-//! `getrusage`, and by the threads' roles: receive threads, FutureSDR workers, main thread).
-//!
-//! Receivers:
-//! * `flowgraph-<backend>`: fsdr-net's `UdpSource` → counting sink in a FutureSDR flowgraph;
-//! * `engine-<backend>`: the fsdr-net receive engine alone, its consumer on the main thread;
-//!   `engine-inline`: the same engine (mio backend) received inline, on that thread;
-//! * `inplace`, `inplace-inline`: fsdr-net's in-place receiver alone (bytes as items), its
-//!   consumer on the main thread; `inline` runs the receive loop on that thread too;
-//! * `futuresdr`: FutureSDR's own `futuresdr::blocks::UdpSource` (defaults) → counting sink;
-//! * `recvmmsg`: a plain `recvmmsg` loop on one thread, the ceiling reference.
-//!
-//! ```text
-//! cargo run --release --example loss_rx -- --receiver flowgraph-mio --format chdr
-//! cargo run --release --example usrp_sim -- --dest 127.0.0.1:PORT --format chdr --duration 5
-//! ```
-
-mod common;
+//! The receivers `loss_rx` runs: fsdr-net's flowgraph sources, in-place receivers and
+//! engines, the bare recvmmsg loop (the reference), and FutureSDR's own UdpSource.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +7,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use clap::Parser;
 use fsdr_net::io::socket::{SocketConfig, open_socket};
 use fsdr_net::io::sys::{RecvBatch, Wait, socket_drops};
 use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
@@ -36,196 +17,15 @@ use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 use futuresdr::runtime::macros::connect;
 
-/// Receive one stream and report what was delivered and what it cost.
-#[derive(Parser, Debug)]
-#[command(version)]
-struct Args {
-    /// flowgraph-<backend>, flowgraph-inplace, engine-<backend>, engine-inline, inplace,
-    /// inplace-inline, futuresdr or recvmmsg.
-    #[arg(long, default_value = "flowgraph-mio")]
-    receiver: String,
-    /// Address to bind.
-    #[arg(long, default_value = "127.0.0.1:0")]
-    bind: SocketAddr,
-    /// Wire format of the stream.
-    #[arg(long, default_value = "chdr")]
-    format: Format,
-    /// Datagram size in bytes, header included.
-    #[arg(long, default_value_t = 8000)]
-    size: usize,
-    /// End after this many seconds without a datagram (once the first has arrived).
-    #[arg(long, default_value_t = 0.5)]
-    idle: f64,
-    /// Runtime and engine tuning of the fsdr-net receivers.
-    #[command(flatten)]
-    tuning: common::TuningArgs,
-    /// End after this many seconds in any case.
-    #[arg(long, default_value_t = 120.0)]
-    timeout: f64,
-    /// Run the fsdr-net flowgraphs on FutureSDR's flow scheduler with every block pinned to
-    /// its first worker (instead of the default runtime): a hand-over then wakes one worker.
-    #[arg(long)]
-    flow_pinned: bool,
-}
+use super::{Args, Outcome, announce};
 
-/// What one receiver run reports.
-#[derive(Default, Debug)]
-struct Outcome {
-    /// Datagrams handed to the consumer (the flowgraph's sink, the engine's consumer, the
-    /// reference loop), counted by their parsed headers.
-    delivered: u64,
-    /// Payload bytes that reached the consumer.
-    bytes: u64,
-    /// Datagrams the kernel dropped at the socket (receive buffer full).
-    kernel_drops: u64,
-    /// Datagrams the receiver dropped after the kernel (its own ring full).
-    overflows: u64,
-    /// Delivered chunks whose header did not parse (misaligned or corrupt output).
-    malformed: u64,
-    /// fsdr-net receivers: every engine counter (receive calls, wake-ups, pauses, …).
-    stats: Option<fsdr_net::io::Stats>,
-    /// fsdr-net flowgraph receivers: payload bytes copied after the kernel.
-    copied_bytes: Option<u64>,
-}
-
-impl Outcome {
-    /// Counts one datagram handed to the consumer, by its parsed header.
-    fn count(&mut self, format: Format, datagram: &[u8]) {
-        match format.parse(datagram) {
-            Ok(info) => {
-                self.delivered += 1;
-                self.bytes += info.payload_len as u64;
-            }
-            Err(_) => self.malformed += 1,
-        }
-    }
-}
-
-fn main() -> Result<()> {
-    let args = Args::parse();
-    // Logs go to stderr: stdout carries the address line and the JSON result.
-    common::init_logging();
-    futuresdr::runtime::config::set("ctrlport_enable", false);
-    // Every 100 ms is enough: the run ends after `--idle` seconds without a datagram, so a
-    // thread that ends with it used next to nothing after its last sample.
-    let meter = fsdr_net::io::host::ThreadCpuMeter::start(Duration::from_millis(100))?;
-    let (kind, backend) = match args.receiver.split_once('-') {
-        Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
-        Some(("inplace", "inline")) => ("inplace-inline", None),
-        Some(("engine", "inline")) => ("engine-inline", None),
-        Some((k, b)) => (k, Some(b.parse::<Backend>().map_err(anyhow::Error::msg)?)),
-        None => (args.receiver.as_str(), None),
-    };
-    let outcome = match (kind, backend) {
-        ("flowgraph-inplace", None) => flowgraph_in_place(&args)?,
-        ("inplace", None) => in_place(&args, false)?,
-        ("inplace-inline", None) => in_place(&args, true)?,
-        ("flowgraph", Some(b)) => flowgraph(&args, b)?,
-        ("engine", Some(b)) => engine(&args, b, false)?,
-        ("engine-inline", None) => engine(&args, Backend::Mio, true)?,
-        ("futuresdr", None) => futuresdr_source(&args)?,
-        ("recvmmsg", None) => reference(&args)?,
-        _ => bail!(
-            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace, engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
-            args.receiver
-        ),
-    };
-    // Which thread reads the socket: its own receive thread, or the consumer's (the inline
-    // receivers and the reference), or FutureSDR's workers (its own source).
-    let reader = match kind {
-        "engine-inline" | "inplace-inline" | "recvmmsg" => "main",
-        "futuresdr" => "workers",
-        _ => "receive",
-    };
-    let threads = ThreadSplit::of(&meter.finish(), reader);
-    let cpu = cpu_seconds();
-    println!(
-        "{}",
-        serde_json::json!({
-            "receiver": args.receiver,
-            "delivered": outcome.delivered,
-            "bytes": outcome.bytes,
-            "kernel_drops": outcome.kernel_drops,
-            "overflows": outcome.overflows,
-            "malformed": outcome.malformed,
-            "cpu_seconds": cpu,
-            "stats": outcome.stats,
-            "copied_bytes": outcome.copied_bytes,
-            "threads": threads,
-        })
-    );
-    Ok(())
-}
-
-/// Where the process's CPU time went, in CPU seconds by the threads' roles.
-#[derive(Debug, Default, serde::Serialize)]
-struct ThreadSplit {
-    /// fsdr-net's receive threads (`fsdr-net-rx*`).
-    receive: f64,
-    /// FutureSDR's smol workers (`smol-*`).
-    workers: f64,
-    /// The main thread: the consumer of the engine and in-place receivers, and the whole
-    /// receive loop of the inline receivers and of the recvmmsg reference.
-    main: f64,
-    /// Every other thread (the runtime's helpers, the meter itself).
-    other: f64,
-    /// Which of these reads the socket: `receive`, `main` or `workers`.
-    reader: &'static str,
-}
-
-impl ThreadSplit {
-    fn of(threads: &[fsdr_net::io::host::ThreadCpu], reader: &'static str) -> ThreadSplit {
-        let pid = std::process::id() as i32;
-        let mut split = ThreadSplit {
-            reader,
-            ..ThreadSplit::default()
-        };
-        for t in threads {
-            tracing::debug!(tid = t.tid, name = %t.name, seconds = t.seconds, "thread CPU");
-            let role = if t.tid == pid {
-                &mut split.main
-            } else if t
-                .name
-                .starts_with(fsdr_net::io::engine::RECEIVE_THREAD_PREFIX)
-            {
-                &mut split.receive
-            } else if t.name.starts_with("smol-") {
-                &mut split.workers
-            } else {
-                &mut split.other
-            };
-            *role += t.seconds;
-        }
-        split
-    }
-}
-
-/// Announces the bound address on stdout; the harness starts the sender when it reads it.
-fn announce(addr: SocketAddr) {
-    use std::io::Write;
-    println!("listening on {addr}");
-    let _ = std::io::stdout().flush();
-}
-
-/// User plus system CPU time of this process so far.
-fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage writes into the zeroed struct it is given.
-    let usage = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-fn header_len(args: &Args) -> usize {
+pub(crate) fn header_len(args: &Args) -> usize {
     args.format
         .header_len(matches!(args.format, Format::Chdr | Format::Vrt))
 }
 
 /// The builder both flowgraph receivers start from.
-fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
+pub(crate) fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
     let b = UdpSource::<u8>::builder(args.bind.to_string())
         .format(args.format)
         .time_tags(false)
@@ -238,7 +38,7 @@ fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
 
 /// Runs a flowgraph of `blocks` until it ends (or the timeout stops it), after announcing
 /// its address.
-fn run_flowgraph(
+pub(crate) fn run_flowgraph(
     args: &Args,
     fg: Flowgraph,
     local: SocketAddr,
@@ -253,7 +53,7 @@ fn run_flowgraph(
     run_on(args, args.tuning.runtime().start(fg)?, local)
 }
 
-fn run_on(
+pub(crate) fn run_on(
     args: &Args,
     running: futuresdr::runtime::RunningFlowgraph,
     local: SocketAddr,
@@ -271,7 +71,7 @@ fn run_on(
 }
 
 /// What a flowgraph receiver delivered: `bytes` at the sink, the source's counters.
-fn flowgraph_outcome(args: &Args, bytes: u64, s: SourceStats) -> Outcome {
+pub(crate) fn flowgraph_outcome(args: &Args, bytes: u64, s: SourceStats) -> Outcome {
     let payload = (args.size - header_len(args)) as u64;
     Outcome {
         delivered: bytes / payload,
@@ -284,7 +84,7 @@ fn flowgraph_outcome(args: &Args, bytes: u64, s: SourceStats) -> Outcome {
     }
 }
 
-fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
+pub(crate) fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
     let src = source_builder(args).backend(backend).build()?;
     let local = src.local_addr();
     let sink = NullSink::<u8>::new();
@@ -297,7 +97,7 @@ fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
 }
 
 /// The zero-copy source into a sink that reads the circuit buffer in place.
-fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
+pub(crate) fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
     let src = source_builder(args).build_in_place()?;
     let local = src.local_addr();
     let sink = NullSink::<u8, circuit::Reader<u8>>::new();
@@ -311,7 +111,7 @@ fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
 
 /// The in-place receiver alone: payload bytes land in 32 buffers of 64 datagrams each (or
 /// `--buffer-datagrams`), which the main thread takes and gives straight back.
-fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
+pub(crate) fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
     use fsdr_net::io::depacketizer::DepacketizerConfig;
     use fsdr_net::io::inplace::{InPlaceConfig, InPlaceReceiver, Progress};
     use fsdr_net::io::sample::{Decoder, WireFormat};
@@ -367,7 +167,7 @@ fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
     Ok(out)
 }
 
-fn engine(args: &Args, backend: Backend, inline: bool) -> Result<Outcome> {
+pub(crate) fn engine(args: &Args, backend: Backend, inline: bool) -> Result<Outcome> {
     let mut cfg = EngineConfig::new(args.bind);
     cfg.backend = backend;
     cfg.format = args.format;
@@ -436,7 +236,7 @@ impl StreamEnd {
     }
 }
 
-fn reference(args: &Args) -> Result<Outcome> {
+pub(crate) fn reference(args: &Args) -> Result<Outcome> {
     // The same socket setup as the engine's (receive buffer forced up), then one plain loop.
     let opened = open_socket(&SocketConfig::new(args.bind), false)?;
     announce(opened.local_addr);
@@ -544,7 +344,7 @@ impl Kernel for CountSink {
 
 /// Kernel drops of the UDP socket bound to `port` on loopback, from /proc/net/udp (FutureSDR's
 /// block keeps its socket to itself).
-fn proc_udp_drops(port: u16) -> Option<u64> {
+pub(crate) fn proc_udp_drops(port: u16) -> Option<u64> {
     let table = std::fs::read_to_string("/proc/net/udp").ok()?;
     let want = format!(":{port:04X}");
     table.lines().skip(1).find_map(|line| {
@@ -553,7 +353,7 @@ fn proc_udp_drops(port: u16) -> Option<u64> {
     })
 }
 
-fn futuresdr_source(args: &Args) -> Result<Outcome> {
+pub(crate) fn futuresdr_source(args: &Args) -> Result<Outcome> {
     // The block binds in init(); pick a free port first so the address can be announced.
     let port = match args.bind.port() {
         0 => std::net::UdpSocket::bind(args.bind)?.local_addr()?.port(),

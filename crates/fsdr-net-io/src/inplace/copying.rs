@@ -1,0 +1,196 @@
+//! The copying path: datagrams that did not land in place (another layout, a gap, out of
+//! order, samples that need conversion) are parsed, ordered and depacketized from a copy,
+//! with the same accounting as the fast path.
+
+use super::ItemBuffer;
+use super::receiver::{Entry, Owned, Pattern, RELEARN, Receive};
+use crate::depacketizer::{DatagramIn, ItemTag};
+use crate::format::{PacketClass, PacketInfo};
+use crate::sample::Item;
+use crate::seq::{Gap, Released, SeqEvent, SeqPacket, Widened};
+
+impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
+    /// The copying path for datagram `u` of the call (`seq`: its sequence number if already
+    /// widened).
+    pub(super) fn copied(
+        &mut self,
+        u: usize,
+        bytes: Vec<u8>,
+        seq: Option<(Widened, SeqPacket)>,
+        arrival_ns: u64,
+    ) {
+        let meta = self.units[u].meta;
+        if meta.truncated {
+            self.counts.truncated += 1;
+            self.spare.push(bytes);
+            return;
+        }
+        if !self.filter.accepts(meta.source) {
+            self.counts.rejected += 1;
+            self.spare.push(bytes);
+            return;
+        }
+        let info = match self.format.parse(&bytes) {
+            Ok(info) => info,
+            Err(e) => {
+                tracing::trace!(error = %e, "malformed datagram");
+                self.counts.malformed += 1;
+                self.spare.push(bytes);
+                return;
+            }
+        };
+        let other_stream = self.stream.is_some_and(|s| s != info.stream_id);
+        if info.class == PacketClass::Context && self.deliver_context && !other_stream {
+            // The stream's own context (it may come before its first data packet, and then
+            // chooses the stream), applied from the sample time it states.
+            self.stream.get_or_insert(info.stream_id);
+            for (name, value) in self.contexts.take(&bytes) {
+                let setting = crate::depacketizer::TagKind::Setting { name, value };
+                self.dp.tag_at(setting, info.timestamp);
+            }
+            let new = self.contexts.drain_new();
+            if let Some(c) = self.cur.as_mut() {
+                c.contexts.extend(new);
+            }
+            self.shared.engine.counters.consumer.delivered.add(1);
+            self.spare.push(bytes);
+            return;
+        }
+        if info.class != PacketClass::Data || other_stream {
+            self.counts.skipped += 1;
+            self.spare.push(bytes);
+            return;
+        }
+        self.stream.get_or_insert(info.stream_id);
+        self.learn(&info);
+        let owned = Owned {
+            bytes,
+            info,
+            arrival_ns,
+        };
+        let mut packet = self.seq_packet(&info);
+        match (self.order.as_mut(), info.seq) {
+            (Some(o), Some(_)) => {
+                let (w, packet) = seq.unwrap_or_else(|| {
+                    if o.needs_fingerprint() {
+                        packet.fingerprint =
+                            Some(crate::seq::fingerprint(&owned.bytes[info.payload()]));
+                    }
+                    (o.widen(&packet), packet)
+                });
+                let restored = o.push(w, &packet, Entry::Owned(owned), &mut self.released);
+                self.shared.engine.counters.consumer.reordered.add(restored);
+            }
+            _ => self
+                .released
+                .push(Released::new(SeqEvent::InOrder, true, Entry::Owned(owned))),
+        }
+        self.deliver_released();
+    }
+
+    /// What the sequence layer needs of a datagram (its fingerprint is added when asked).
+    pub(super) fn seq_packet(&self, info: &PacketInfo) -> SeqPacket {
+        self.tracking
+            .as_ref()
+            .map_or_else(SeqPacket::default, |t| t.packet(info))
+    }
+
+    /// Takes the copied datagrams' header and payload length as the stream's pattern: at
+    /// once for the first, after a few in a row when the stream changes.
+    pub(super) fn learn(&mut self, info: &PacketInfo) {
+        let size = std::mem::size_of::<T>();
+        let unit = self.dp.decoder().unit_bytes();
+        let p = Pattern {
+            head: info.payload_offset as usize,
+            payload: info.payload_len as usize,
+        };
+        if p.payload == 0 || !p.payload.is_multiple_of(size) || !p.payload.is_multiple_of(unit) {
+            return;
+        }
+        if self.pattern.is_none() || self.pattern == Some(p) {
+            self.pattern = Some(p);
+            self.candidate = None;
+            return;
+        }
+        let n = match self.candidate {
+            Some((c, n)) if c == p => n + 1,
+            _ => 1,
+        };
+        self.candidate = Some((p, n));
+        if n >= RELEARN {
+            self.pattern = Some(p);
+            self.candidate = None;
+        }
+    }
+
+    /// Writes what the reorder stage released, in order, as far as there are buffers;
+    /// what is left waits in `released` for the next buffer.
+    pub(super) fn deliver_released(&mut self) {
+        let mut batch = std::mem::take(&mut self.released);
+        {
+            let mut entries = batch.drain(..);
+            while let Some(r) = entries.next() {
+                if let Entry::Owned(o) = &r.item
+                    && r.deliver
+                    && !self.write_owned(o, r.event, r.gap)
+                {
+                    // No buffer: this one and the rest wait, ahead of anything released later.
+                    self.released.push(r);
+                    self.released.extend(entries);
+                    break;
+                }
+                crate::engine::count_released(&self.shared.engine.counters.consumer, &r);
+                // Placed datagrams go out at once on the fast path, never through here.
+                if let Entry::Owned(o) = r.item {
+                    self.spare.push(o.bytes);
+                }
+            }
+        }
+        if self.released.is_empty() {
+            // Keep the allocation: this runs for every copied datagram.
+            self.released = batch;
+        }
+    }
+
+    /// Writes one copied datagram; false when no buffer is free for it (nothing changed).
+    pub(super) fn write_owned(&mut self, o: &Owned, event: SeqEvent, gap: Gap) -> bool {
+        let payload = o.info.payload_len as usize;
+        // Room first: nothing may be pushed while zeros or a staged datagram wait.
+        loop {
+            if self.cur.is_none() && !self.next_buffer() {
+                return false;
+            }
+            self.flush_pending();
+            if !self.dp.pending() {
+                break;
+            }
+            self.hand_over();
+        }
+        let d = DatagramIn {
+            payload: &o.bytes[o.info.payload()],
+            gap,
+            restart: matches!(event, SeqEvent::First | SeqEvent::Resync),
+            timestamp: o.info.timestamp,
+            eob: o.info.eob,
+            seq: o.info.seq,
+            arrival_ns: o.arrival_ns,
+        };
+        let c = self.cur.as_mut().expect("a current buffer");
+        let pos = c.pos;
+        let mut w = self.dp.writer(&mut c.buffer.items()[pos..]);
+        w.push(&d);
+        let gaps = w.take_gaps();
+        let (n, tags) = w.finish();
+        c.gaps.extend(gaps);
+        c.tags.extend(tags.into_iter().map(|t| ItemTag {
+            index: t.index + pos,
+            kind: t.kind,
+        }));
+        c.pos += n;
+        c.datagrams += 1;
+        let counters = &self.shared.engine.counters.consumer;
+        counters.delivered.add(1);
+        counters.delivered_bytes.add(payload as u64);
+        true
+    }
+}

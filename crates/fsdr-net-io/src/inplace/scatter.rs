@@ -1,0 +1,379 @@
+//! The batch's scatter layout — each datagram position's header area, its payload at its
+//! sample position in the current buffer, and a spill area — and the fast path that only
+//! accounts for payloads the kernel put in place; everything else is copied out for
+//! `copying.rs`.
+
+use super::ItemBuffer;
+use super::receiver::{Area, Entry, HEAD_CAP, Layout, Part, Pattern, Receive, SINGLES, Unit};
+use crate::depacketizer::{DatagramIn, ItemTag};
+use crate::format::PacketClass;
+use crate::sample::Item;
+use crate::seq::{SeqEvent, SeqPacket, Widened};
+use crate::sys::{self, RecvMeta, Wait};
+
+impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
+    /// One `recvmmsg` call and everything it brought. Returns false once the socket was
+    /// shut down.
+    ///
+    /// On the fast path each datagram position of the call has three areas in a row: its
+    /// header's (`HEAD_CAP` bytes at most), its payload's in the current buffer right behind
+    /// the previous position's, and after an entry's last position its spill area for
+    /// anything longer. Without GRO an entry is one position. With GRO the kernel writes a
+    /// coalesced receive's datagrams back to back, so an entry of `k` positions takes `k`
+    /// datagrams of the stream's size each into place. After a coalesced receive the call
+    /// is one such entry (later entries could not know where the previous one ends); after
+    /// `SINGLES` calls in a row that brought the stream's datagrams only one by one, it is a
+    /// batch of one-position entries again.
+    pub(super) fn receive(&mut self, wait: Wait) -> std::io::Result<bool> {
+        let fast = self.pattern.filter(|p| {
+            p.head <= HEAD_CAP
+                && self.dp.decoder().is_copy()
+                && !self.dp.pending()
+                && self.released.is_empty()
+        });
+        let size = std::mem::size_of::<T>();
+        let (pos, base, len) = {
+            let c = self.cur.as_mut().expect("a current buffer");
+            let items = c.buffer.items();
+            (
+                c.pos * size,
+                items.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(items),
+            )
+        };
+        // Datagram positions per entry, and entries.
+        let (per_entry, n) = match fast {
+            Some(p) => {
+                let fit = ((len - pos) / p.payload).max(1);
+                match self.positions(p) {
+                    1 => (1, self.batch.min(fit)),
+                    k => (k.min(fit), 1),
+                }
+            }
+            // Until the stream's layout is known, one datagram at a time, so that only the
+            // first one is copied.
+            None if self.pattern.is_none() && self.dp.decoder().is_copy() => (0, 1),
+            None => (0, self.batch),
+        };
+        self.slots.clear();
+        self.parts.clear();
+        self.entry_parts.clear();
+        for i in 0..n {
+            let first = self.parts.len();
+            let mut used = 0;
+            if let Some(p) = fast {
+                for _ in 0..per_entry {
+                    let slot = self.slots.len();
+                    let at = (pos + slot * p.payload).min(len);
+                    let body = p.payload.min(len - at);
+                    self.slots.push(Layout { at, body });
+                    self.parts.push(Part {
+                        area: Area::Head(slot),
+                        len: p.head,
+                    });
+                    self.parts.push(Part {
+                        area: Area::Body(at),
+                        len: body,
+                    });
+                    used += p.head + body;
+                }
+            }
+            self.parts.push(Part {
+                area: Area::Spill(i),
+                len: self.entry_room.saturating_sub(used),
+            });
+            let heads = self.heads.as_mut_ptr();
+            let spill = self.spill.as_mut_ptr();
+            let room = self.entry_room;
+            let iovecs = self.parts[first..].iter().map(|part| {
+                // SAFETY: every area lies inside its allocation: head slots are fewer than
+                // `heads` holds positions, spill entries fewer than `batch`, and body
+                // offsets were clamped to the current buffer's length.
+                let at = unsafe {
+                    match part.area {
+                        Area::Head(slot) => heads.add(slot * HEAD_CAP),
+                        Area::Body(at) => base.add(at),
+                        Area::Spill(entry) => spill.add(entry * room),
+                    }
+                };
+                (at, part.len)
+            });
+            // SAFETY: the head, body and spill areas are valid for writes of the given
+            // lengths (bodies lie inside the current buffer: at + body ≤ its length in
+            // bytes; a spill area's length is at most `entry_room`); the buffer and the areas
+            // are owned by this thread and neither read nor written until recv returns.
+            unsafe { self.msgs.set_iovecs(i, iovecs) };
+            self.entry_parts.push(first..self.parts.len());
+        }
+        self.counts.recv_calls += 1;
+        let mut m = self.msgs.recv(&self.socket, n, wait)?;
+        let arrival_ns = sys::monotonic_ns();
+        let mut shut_down = false;
+        // Whether the stream comes coalesced: any coalesced receive says yes; calls that
+        // bring only datagrams of the stream's size alone, SINGLES in a row, say no (one
+        // alone is a sender's remainder after a full run); anything else (a context packet
+        // between coalesced runs) leaves it as it was.
+        let mut coalesced = None;
+        self.units.clear();
+        for i in 0..m {
+            let meta = self.msgs.meta(i);
+            if meta.len == 0 && meta.source.is_none() && !meta.truncated {
+                // shutdown(SHUT_RD): the queue is empty and the receiver is stopping.
+                shut_down = true;
+                m = i;
+                break;
+            }
+            if self.split(i, meta, fast, per_entry) > 1 {
+                coalesced = Some(true);
+            } else if self.pattern.is_some_and(|p| p.head + p.payload == meta.len) {
+                coalesced.get_or_insert(false);
+            }
+        }
+        if m > 0 {
+            match coalesced {
+                Some(true) => (self.coalesced, self.singles) = (true, 0),
+                Some(false) => {
+                    self.singles += 1;
+                    if self.singles >= SINGLES {
+                        self.coalesced = false;
+                    }
+                }
+                None => {}
+            }
+            // One entry of several positions, all taken by one coalesced receive.
+            self.read_on = per_entry > 1 && m == 1 && self.units.len() >= per_entry;
+        }
+        // The fast path, while payloads land where they belong.
+        let count = self.units.len();
+        let mut first_copied = count;
+        let mut widened = None;
+        if let Some(p) = fast {
+            for u in 0..count {
+                match self.try_place(u, p, arrival_ns) {
+                    Placement::Placed { full: true } => {}
+                    Placement::Placed { full: false } => {
+                        first_copied = u + 1;
+                        break;
+                    }
+                    Placement::Refused { seq } => {
+                        first_copied = u;
+                        widened = seq;
+                        break;
+                    }
+                }
+            }
+        } else {
+            first_copied = 0;
+        }
+        if first_copied < count {
+            // Copy every later datagram out before anything is written where they landed.
+            let mut owned = Vec::with_capacity(count - first_copied);
+            for u in first_copied..count {
+                owned.push(self.copy_out(u));
+            }
+            for (k, bytes) in owned.into_iter().enumerate() {
+                let u = first_copied + k;
+                let seq = if k == 0 { widened } else { None };
+                self.copied(u, bytes, seq, arrival_ns);
+            }
+        }
+        if let Some(c) = self.cur.as_mut()
+            && c.first_ns == 0
+            && c.pos > 0
+        {
+            c.first_ns = arrival_ns;
+        }
+        Ok(!shut_down)
+    }
+
+    /// Entry `i`'s datagrams as units: one, or each of a coalesced receive's. A datagram
+    /// keeps its position's layout when it landed exactly there (a coalesced receive of
+    /// datagrams of the stream's size, one per position, or one datagram alone), and goes
+    /// the copying path otherwise. Returns how many datagrams the entry held.
+    pub(super) fn split(
+        &mut self,
+        i: usize,
+        meta: RecvMeta,
+        fast: Option<Pattern>,
+        per_entry: usize,
+    ) -> usize {
+        let datagrams = meta.datagrams();
+        let k = datagrams.len();
+        let step = meta.gro_segment.map_or(meta.len, usize::from);
+        let lines_up = fast.is_some_and(|p| k == 1 || step == p.head + p.payload);
+        if k > 1 {
+            if step != self.segment {
+                (self.segment, self.segments) = (step, 0);
+            }
+            self.segments = self.segments.max(k);
+            self.counts.gro_datagrams += k as u64;
+            if !lines_up || k > per_entry {
+                self.counts.gro_fixups += 1;
+            }
+        }
+        for (j, (offset, mut d)) in datagrams.enumerate() {
+            self.counts.received += 1;
+            self.counts.bytes += d.len as u64;
+            // Longer than a slot: as if the receive had been cut there.
+            d.truncated |= d.len > self.slot_size;
+            let place = (lines_up && j < per_entry).then_some(i * per_entry + j);
+            self.units.push(Unit {
+                entry: i,
+                offset,
+                meta: d,
+                place,
+            });
+        }
+        k
+    }
+
+    /// The fast path for datagram `u` of the call: its header says it is the stream's next
+    /// datagram with the expected layout, so its payload is already in place and only
+    /// needs accounting.
+    pub(super) fn try_place(&mut self, u: usize, p: Pattern, arrival_ns: u64) -> Placement {
+        let refused = Placement::Refused { seq: None };
+        let Unit { meta, place, .. } = self.units[u];
+        let Some(slot) = place else { return refused };
+        let l = self.slots[slot];
+        if meta.truncated || !self.filter.accepts(meta.source) {
+            return refused;
+        }
+        // Its payload must sit where the next items go.
+        let written = self.cur.as_ref().map(|c| c.pos * std::mem::size_of::<T>());
+        if written != Some(l.at) {
+            return refused;
+        }
+        let head = &self.heads[slot * HEAD_CAP..slot * HEAD_CAP + p.head];
+        let Ok(info) = self.format.parse_head(head, meta.len) else {
+            return refused;
+        };
+        let payload = info.payload_len as usize;
+        if info.class != PacketClass::Data
+            || info.payload_offset as usize != p.head
+            || payload > l.body
+            || self.stream.is_some_and(|s| s != info.stream_id)
+        {
+            return refused;
+        }
+        let mut packet = self.seq_packet(&info);
+        let seq = match (self.order.as_mut(), info.seq) {
+            (Some(o), Some(_)) => {
+                if o.needs_fingerprint() {
+                    let c = self.cur.as_mut().expect("a current buffer");
+                    let base = c.buffer.items().as_mut_ptr().cast::<u8>();
+                    // SAFETY: the payload's area [l.at, l.at + payload) lies inside the
+                    // current buffer (payload ≤ l.body, clamped to the buffer when the
+                    // layout was set), which this thread owns; the kernel finished writing.
+                    let bytes = unsafe { std::slice::from_raw_parts(base.add(l.at), payload) };
+                    packet.fingerprint = Some(crate::seq::fingerprint(bytes));
+                }
+                let w = o.widen(&packet);
+                if !o.is_next(&w) {
+                    return Placement::Refused {
+                        seq: Some((w, packet)),
+                    };
+                }
+                Some((w, packet))
+            }
+            _ => None,
+        };
+        let c = self.cur.as_mut().expect("a current buffer");
+        let pos = c.pos;
+        let mut w = self.dp.writer(&mut c.buffer.items()[pos..]);
+        if !w.can_place(payload) {
+            return Placement::Refused { seq };
+        }
+        let mut event = SeqEvent::InOrder;
+        if let (Some(o), Some((w, packet))) = (self.order.as_mut(), seq) {
+            o.push(w, &packet, Entry::Placed, &mut self.released);
+            // is_next held: it went out at once, in order, with no gap and nothing else.
+            if let Some(r) = self.released.pop() {
+                event = r.event;
+            }
+        }
+        let d = DatagramIn {
+            payload: &[],
+            gap: Default::default(),
+            restart: matches!(event, SeqEvent::First | SeqEvent::Resync),
+            timestamp: info.timestamp,
+            eob: info.eob,
+            seq: info.seq,
+            arrival_ns,
+        };
+        w.push_placed(&d, payload);
+        let (n, tags) = w.finish();
+        c.tags.extend(tags.into_iter().map(|t| ItemTag {
+            index: t.index + pos,
+            kind: t.kind,
+        }));
+        c.pos += n;
+        c.datagrams += 1;
+        self.stream.get_or_insert(info.stream_id);
+        let counters = &self.shared.engine.counters.consumer;
+        counters.delivered.add(1);
+        counters.delivered_bytes.add(payload as u64);
+        Placement::Placed {
+            full: payload == p.payload,
+        }
+    }
+
+    /// Datagram `u` of the call as one contiguous copy, gathered from the areas its entry's
+    /// bytes landed in.
+    pub(super) fn copy_out(&mut self, u: usize) -> Vec<u8> {
+        let Unit {
+            entry,
+            mut offset,
+            meta,
+            ..
+        } = self.units[u];
+        let mut want = meta.len;
+        // The buffer's memory taken afresh: a pointer from an earlier `items()` call may not
+        // be used once `items()` was called again (the fast path did).
+        let base = self.cur.as_mut().map_or(std::ptr::null_mut(), |c| {
+            c.buffer.items().as_mut_ptr().cast::<u8>()
+        });
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        for part in &self.parts[self.entry_parts[entry].clone()] {
+            if want == 0 {
+                break;
+            }
+            if offset >= part.len {
+                offset -= part.len;
+                continue;
+            }
+            let n = (part.len - offset).min(want);
+            match part.area {
+                Area::Head(slot) => {
+                    let at = slot * HEAD_CAP + offset;
+                    bytes.extend_from_slice(&self.heads[at..at + n]);
+                }
+                Area::Body(at) => {
+                    // SAFETY: [at + offset, at + offset + n) lies inside the area set for
+                    // this part, inside the current buffer, which this thread owns; `base`
+                    // is from this buffer's latest `items()`, the memory the iovecs pointed
+                    // at (the `ItemBuffer` contract); the kernel finished writing it and
+                    // nothing has written it since.
+                    let src = unsafe { std::slice::from_raw_parts(base.add(at + offset), n) };
+                    bytes.extend_from_slice(src);
+                }
+                Area::Spill(e) => {
+                    let at = e * self.entry_room + offset;
+                    bytes.extend_from_slice(&self.spill[at..at + n]);
+                }
+            }
+            want -= n;
+            offset = 0;
+        }
+        bytes
+    }
+}
+
+/// What the fast path made of a datagram.
+pub(super) enum Placement {
+    /// Accounted in place; `full` when its payload filled its area (the next datagram's
+    /// area starts where it ends).
+    Placed { full: bool },
+    /// Not for the fast path; `seq` is its widened sequence number when already computed.
+    Refused { seq: Option<(Widened, SeqPacket)> },
+}

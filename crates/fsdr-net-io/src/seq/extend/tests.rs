@@ -1,0 +1,193 @@
+//! The extender's rules, one case each.
+
+use super::*;
+use crate::seq::{Reorder, SeqConfig, SeqEvent};
+
+/// A packet of sc16 samples stamped with a sample count, as the blocks read it.
+fn pkt(seq: u64, ticks: Option<u64>, payload: usize) -> SeqPacket {
+    SeqPacket {
+        seq,
+        ticks,
+        payload,
+        timebase: ticks.and(Timebase::of_rates(1.0, 1.0, 4)),
+        ..Default::default()
+    }
+}
+
+/// A 4-bit stream of `n` packets of 100 samples with every `every`-th packet dropped and
+/// the rest through an extender and a reorder stage of window 64: the number of missed
+/// frames equals the number dropped, and nothing is a duplicate.
+fn drops(every: u64, n: u64, timestamps: bool) -> (u64, u64, u64) {
+    let mut x = SeqExtender::new(4, None);
+    let mut r = Reorder::new(SeqConfig::for_bits(64), 64);
+    let mut out = Vec::new();
+    let mut dropped = 0;
+    for k in 0..n {
+        if (k + 1) % every == 0 {
+            dropped += 1;
+            continue;
+        }
+        let ts = timestamps.then_some(k * 100);
+        let ext = x.extend(&pkt(k % 16, ts, 400)).ext;
+        r.push(ext, k, &mut out);
+    }
+    r.flush_all(&mut out);
+    let missed = out
+        .iter()
+        .map(|d| match d.event {
+            SeqEvent::Gap { missed } => missed,
+            _ => 0,
+        })
+        .sum();
+    let dups = out
+        .iter()
+        .filter(|d| d.event == SeqEvent::Duplicate)
+        .count() as u64;
+    // The last drop has no successor when n is a multiple of `every`.
+    let tail = u64::from(n.is_multiple_of(every));
+    (missed, dups, dropped - tail)
+}
+
+#[test]
+fn four_bit_counter_with_timestamps_counts_every_drop() {
+    for every in [7, 16, 17, 100, 1000] {
+        let n = crate::testing::sweep(5000, 1100).max(2 * every);
+        let (missed, dups, dropped) = drops(every, n, true);
+        assert_eq!((missed, dups), (dropped, 0), "drop every {every}");
+    }
+}
+
+#[test]
+fn long_losses_are_sized_by_the_timestamp() {
+    let mut x = SeqExtender::new(4, None);
+    assert_eq!(x.extend(&pkt(5, Some(1000), 400)).ext, 5);
+    assert_eq!(x.extend(&pkt(6, Some(1100), 400)).ext, 6);
+    // 40 packets lost (counter 6 → 47 ≡ 15).
+    assert_eq!(x.extend(&pkt(47 % 16, Some(1100 + 41 * 100), 400)).ext, 47);
+    // A duplicate and a late one stay behind.
+    assert_eq!(x.extend(&pkt(47 % 16, Some(1100 + 41 * 100), 400)).ext, 47);
+    assert_eq!(x.extend(&pkt(46 % 16, Some(1100 + 40 * 100), 400)).ext, 46);
+}
+
+/// Review defect 1: a loss of exactly 16·m packets moves a 4-bit counter by one.
+#[test]
+fn a_loss_of_sixteen_packets_is_not_the_next_packet() {
+    for m in 1..4u64 {
+        let mut x = SeqExtender::new(4, None);
+        x.extend(&pkt(0, Some(0), 400));
+        x.extend(&pkt(1, Some(100), 400));
+        let w = x.extend(&pkt(2, Some(100 * (2 + 16 * m)), 400));
+        assert_eq!(w.ext, 2 + 16 * m);
+        assert_eq!(w.start, Some(100 * (2 + 16 * m) as i128)); // in samples
+    }
+}
+
+/// Review defect 4: the loss is measured from the end of a short packet, in packets of
+/// the stream's size.
+#[test]
+fn a_short_packet_before_a_loss_does_not_inflate_it() {
+    let mut x = SeqExtender::new(4, None);
+    x.extend(&pkt(0, Some(0), 400));
+    x.extend(&pkt(1, Some(100), 400));
+    x.extend(&pkt(2, Some(200), 40)); // 10 samples
+    // Two packets lost after it: 4 starts at 210 + 200.
+    assert_eq!(x.extend(&pkt(5, Some(410), 400)).ext, 5);
+}
+
+/// A receiver told 200 Msps for a 10 Msps stream (20 ticks per sample): the first pair
+/// shows it, and losses are then sized by the stream's own rate.
+#[test]
+fn a_configured_rate_the_stream_contradicts_is_dropped() {
+    let tb = Timebase::of_rates(200e6, 200e6, 4);
+    let mut x = SeqExtender::new(16, Some(0));
+    let p = |seq: u64| SeqPacket {
+        seq,
+        ticks: Some(seq * 100 * 20),
+        timebase: tb,
+        payload: 400,
+        ..Default::default()
+    };
+    for k in 0..10 {
+        assert_eq!(x.extend(&p(k)).ext, k);
+    }
+    assert_eq!(x.extend(&p(12)).ext, 12);
+    assert!(x.rate().is_some_and(|(_, unit)| unit == 1));
+}
+
+/// Without a timebase the ratio is learnt; until a run pins it, the counter decides
+/// (here a 16-bit one, right across a loss far away), and a gap is sized in packets.
+#[test]
+fn a_learnt_ratio_is_used_once_pinned() {
+    let mut x = SeqExtender::new(16, None);
+    let p = |seq: u64, t: u64| SeqPacket {
+        seq,
+        ticks: Some(t),
+        payload: 400,
+        ..Default::default()
+    };
+    x.extend(&p(0, 0));
+    x.extend(&p(1, 100));
+    // One pair: 1/4 tick per byte, but not pinned 50 packets away.
+    let w = x.extend(&p(50, 5_000));
+    assert_eq!((w.ext, w.start), (50, None));
+    for k in 51..400u64 {
+        x.extend(&p(k, 100 * k));
+    }
+    assert_eq!(x.rate(), Some((Ratio::new(1, 4).unwrap(), 1)));
+    let w = x.extend(&p(450, 45_000));
+    assert_eq!((w.ext, w.start), (450, Some(45_000 * 4)));
+}
+
+#[test]
+fn counter_re_armed_while_time_goes_on_is_a_restart() {
+    let mut x = SeqExtender::new(16, Some(0));
+    for k in 0..500u64 {
+        assert_eq!(x.extend(&pkt(k, Some(k * 10), 40)).ext, k);
+    }
+    let w = x.extend(&pkt(0, Some(5000), 40));
+    assert!(w.restart && w.ext > 1 << 30, "{w:?}");
+    assert_eq!(x.extend(&pkt(1, Some(5010), 40)).ext, w.ext + 1);
+}
+
+#[test]
+fn without_timestamps_the_nearest_number_wins() {
+    let mut x = SeqExtender::new(4, None);
+    assert_eq!(x.extend(&pkt(14, None, 1)).ext, 14);
+    assert_eq!(x.extend(&pkt(1, None, 1)).ext, 17); // 2 lost across the wrap
+    assert_eq!(x.extend(&pkt(15, None, 1)).ext, 15); // late, behind
+    // CHDR without timestamps: the restart rule, but not across the wrap.
+    let mut x = SeqExtender::new(16, Some(0));
+    for k in 0..300u64 {
+        x.extend(&pkt(k, None, 1));
+    }
+    assert!(x.extend(&pkt(0, None, 1)).restart);
+    let mut x = SeqExtender::new(16, Some(0));
+    for k in 65_000..65_535u64 {
+        x.extend(&pkt(k, None, 1));
+    }
+    // 65535 lost: 0 is the counter's continuation.
+    let w = x.extend(&pkt(0, None, 1));
+    assert_eq!((w.ext, w.restart), (65_536, false));
+}
+
+/// Review defect 2: a duplicate is proven by its fingerprint; a different packet at a
+/// position behind is new data after a long loss, flagged.
+#[test]
+fn fingerprints_tell_a_duplicate_from_a_long_loss() {
+    let mut x = SeqExtender::new(4, None);
+    let p = |seq: u64, fp: u64| SeqPacket {
+        seq,
+        payload: 400,
+        fingerprint: Some(fp),
+        ..Default::default()
+    };
+    for k in 0..5u64 {
+        assert_eq!(x.extend(&p(k, 100 + k)).ext, k);
+    }
+    // Packet 3 again: a duplicate.
+    let w = x.extend(&p(3, 103));
+    assert_eq!((w.ext, w.ambiguous), (3, false));
+    // Counter 3 with other samples: 14 packets (5..=18) were lost.
+    let w = x.extend(&p(3, 999));
+    assert_eq!((w.ext, w.ambiguous), (19, true));
+}

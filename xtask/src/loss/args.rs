@@ -1,0 +1,161 @@
+//! What `cargo xtask loss` is asked: the arguments, the receivers and their options, the rates.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+
+/// The receivers of the default matrix, in table order: fsdr-net's flowgraph for every
+/// backend of `Backend::ALL` and with the zero-copy in-place source, the engine for every
+/// backend and inline (received on the consumer's thread), the in-place receiver alone (on
+/// its own thread, and inline), FutureSDR's own source, and the recvmmsg reference.
+pub fn receivers() -> Vec<String> {
+    let backends = fsdr_net_io::Backend::ALL;
+    backends
+        .iter()
+        .map(|b| format!("flowgraph-{b}"))
+        .chain(["flowgraph-inplace".to_string()])
+        .chain(backends.iter().map(|b| format!("engine-{b}")))
+        .chain(["engine-inline".to_string()])
+        .chain(["inplace", "inplace-inline", "futuresdr", "recvmmsg"].map(String::from))
+        .collect()
+}
+
+/// One receiver of the sweep as given: `loss_rx`'s receiver and the options it runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ReceiverSpec {
+    /// `loss_rx --receiver`.
+    pub(crate) name: String,
+    /// Further `loss_rx` arguments.
+    pub(crate) args: Vec<String>,
+}
+
+impl ReceiverSpec {
+    /// `engine-mio+gro`, `flowgraph-inplace:coalesce-us=1000:gro`.
+    pub(crate) fn parse(spec: &str) -> Result<ReceiverSpec> {
+        let mut parts = spec.split(':');
+        let first = parts.next().unwrap_or_default();
+        let (name, gro) = match first.strip_suffix("+gro") {
+            Some(name) => (name, true),
+            None => (first, false),
+        };
+        if name.is_empty() {
+            bail!("receiver {spec:?}: no receiver name");
+        }
+        let mut args = Vec::new();
+        if gro {
+            args.push("--gro".to_string());
+        }
+        for opt in parts {
+            let (flag, value) = match opt.split_once('=') {
+                Some((f, v)) => (f, Some(v)),
+                None => (opt, None),
+            };
+            if flag.is_empty() || flag.starts_with('-') || flag == "receiver" {
+                bail!(
+                    "receiver {spec:?}: option {opt:?} should read `name=value` or `name` \
+                     (a loss_rx option without its dashes, not --receiver)"
+                );
+            }
+            args.push(format!("--{flag}"));
+            args.extend(value.map(String::from));
+        }
+        Ok(ReceiverSpec {
+            name: name.to_string(),
+            args,
+        })
+    }
+}
+
+/// What `cargo xtask loss` was asked for.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LossArgs {
+    /// Seconds of stream per cell.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Offered rates in MB/s (datagram bytes on the wire), comma-separated; `unpaced` sends as
+    /// fast as the sender can.
+    #[arg(long, default_value = "100,200,400,800,unpaced", value_delimiter = ',')]
+    pub rates: Vec<String>,
+    /// Wire format.
+    #[arg(long, default_value = "chdr")]
+    pub format: String,
+    /// Datagram size in bytes, header included.
+    #[arg(long, default_value_t = 8000)]
+    pub size: usize,
+    /// Receivers (default: every one), comma-separated; `+gro` after an fsdr-net receiver of
+    /// the mio or reuseport backend or an in-place one turns UDP GRO on (`engine-mio+gro`,
+    /// `flowgraph-inplace+gro`). Options of
+    /// `loss_rx` follow a receiver after colons, so that one sweep can compare settings:
+    /// `flowgraph-inplace:coalesce-us=1000:coalesce-frames=512` runs it with
+    /// `--coalesce-us 1000 --coalesce-frames 512`; a flag without `=` is passed alone.
+    #[arg(long, value_delimiter = ',')]
+    pub receivers: Vec<String>,
+    /// Also find each receiver's highest zero-loss rate by bisection.
+    #[arg(long)]
+    pub find_max: bool,
+    /// Bisection steps for --find-max.
+    #[arg(long, default_value_t = 4)]
+    pub steps: u32,
+    /// Rounds: each runs every receiver at every rate once (interleaved in time); per cell the
+    /// run with the median CPU per GB is reported, and the median of its ratios to the
+    /// reference run of the same round.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// Paced sender: microseconds of stream per send call (as a NIC's interrupt moderation
+    /// batches packets); 0 sends packets one at a time, one receiver wake-up each.
+    #[arg(long, default_value_t = 100.0)]
+    pub burst_us: f64,
+    /// FutureSDR smol workers of the flowgraph receivers (fsdr-net's and FutureSDR's UdpSource
+    /// alike); default (and 0): FutureSDR's default runtime, `Runtime::new()`, one worker per
+    /// core, which is what every user gets.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Leave out of the ratios to the reference every round in which the receiver's run or
+    /// the reference's had more than this share of the machine's CPU time stolen by the host
+    /// (percent; default: keep every round). The tables say how many rounds were kept.
+    #[arg(long, value_parser = parse_percent)]
+    pub max_steal: Option<f64>,
+    /// Print JSON instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Output folder for the CSV and PNG.
+    #[arg(long, default_value = "target/fsdr-net")]
+    pub out: PathBuf,
+}
+
+/// A percentage (0..=100) as a share (0..=1).
+pub(crate) fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p / 100.0),
+        _ => Err(format!("{s:?} is not a percentage from 0 to 100")),
+    }
+}
+
+/// An offered rate: MB/s, or as fast as the sender goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Rate {
+    MBps(f64),
+    Unpaced,
+}
+
+impl Rate {
+    pub(crate) fn parse(s: &str) -> Result<Rate> {
+        match s.trim() {
+            "unpaced" | "max" => Ok(Rate::Unpaced),
+            v => {
+                let r: f64 = v.parse().with_context(|| format!("rate {v:?}"))?;
+                if !(r > 0.0 && r.is_finite()) {
+                    bail!("rate {v:?} must be a positive number of MB/s or `unpaced`");
+                }
+                Ok(Rate::MBps(r))
+            }
+        }
+    }
+
+    pub(crate) fn label(&self) -> String {
+        match self {
+            Rate::MBps(r) => format!("{r} MB/s"),
+            Rate::Unpaced => "unpaced".into(),
+        }
+    }
+}

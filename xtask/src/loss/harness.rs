@@ -1,0 +1,274 @@
+//! Running a receiver and a sender side by side, and reading what they report.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use fsdr_net_io::Format;
+use fsdr_net_io::emulator::EmulatorConfig;
+use fsdr_net_io::host::CpuTimes;
+use indicatif::ProgressBar;
+use serde_json::Value;
+
+use super::args::{LossArgs, Rate, ReceiverSpec};
+use super::cell::{Cell, Threads};
+
+/// The highest zero-loss rate found by bisection.
+#[derive(Debug, Clone)]
+pub(crate) struct MaxRate {
+    pub(crate) receiver: String,
+    pub(crate) mbps: f64,
+    /// True when even the sender's top speed lost nothing: the receiver was not the limit.
+    pub(crate) sender_limited: bool,
+}
+
+pub(crate) struct Harness {
+    pub(crate) args: LossArgs,
+    pub(crate) format: Format,
+    pub(crate) spp: usize,
+    /// Bytes per datagram as sent (header and whole samples).
+    pub(crate) datagram: usize,
+    /// Smol workers of flowgraph receivers (`None`: FutureSDR's default runtime).
+    pub(crate) workers: Option<usize>,
+}
+
+pub(crate) fn read_json_line(child: &mut Child) -> Result<Value> {
+    let mut out = String::new();
+    if let Some(stdout) = child.stdout.as_mut() {
+        std::io::Read::read_to_string(stdout, &mut out)?;
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("{status}");
+    }
+    crate::last_json(&out)
+}
+
+impl Harness {
+    pub(crate) fn new(args: LossArgs) -> Result<Harness> {
+        let format: Format = args.format.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut cfg = EmulatorConfig::new("127.0.0.1:9".parse()?, format);
+        let header = cfg.header_len();
+        if args.size < header + 4 || args.size > 65_507 {
+            bail!(
+                "--size {} does not fit a {format} header ({header} B) and one sample, or UDP",
+                args.size
+            );
+        }
+        cfg.spp = Some((args.size - header) / 4);
+        let spp = cfg.samples_per_packet();
+        let datagram = header + 4 * spp;
+        let workers = args.workers.filter(|&w| w > 0);
+        Ok(Harness {
+            args,
+            format,
+            spp,
+            datagram,
+            workers,
+        })
+    }
+
+    /// Runs one receiver at one rate for `seconds`.
+    pub(crate) fn cell(&self, receiver: &str, rate: Rate, seconds: f64) -> Result<Cell> {
+        let mut rx = Command::new("target/release/examples/loss_rx");
+        let spec = ReceiverSpec::parse(receiver)?;
+        rx.args(["--receiver", &spec.name, "--format", self.format.name()])
+            .args(&spec.args);
+        if let Some(w) = self.workers {
+            rx.args(["--workers", &w.to_string()]);
+        }
+        let cpu_before = CpuTimes::now();
+        let mut rx = rx
+            .args(["--size", &self.datagram.to_string(), "--idle", "0.5"])
+            .args(["--timeout", &(seconds + 30.0).to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting loss_rx")?;
+        // The first line names the bound address; the rest is read by a thread all along, so
+        // that nothing the receiver prints can block it on a full pipe.
+        let mut first = String::new();
+        let mut reader = BufReader::new(rx.stdout.take().context("loss_rx stdout")?);
+        reader.read_line(&mut first)?;
+        let rest = std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
+            rest
+        });
+        let Some(addr) = first.trim().strip_prefix("listening on ") else {
+            let _ = rx.kill();
+            bail!("{receiver}: expected `listening on ADDR`, got {first:?}");
+        };
+        let datagram = self.datagram as f64;
+        let mut tx = Command::new("target/release/examples/usrp_sim");
+        tx.args(["--dest", addr, "--format", self.format.name()])
+            .args(["--spp", &self.spp.to_string()])
+            .args(["--burst-us", &self.args.burst_us.to_string()])
+            .args(["--duration", &seconds.to_string()])
+            .stdout(Stdio::piped());
+        match rate {
+            Rate::MBps(mbps) => {
+                let sps = mbps * 1e6 / datagram * self.spp as f64;
+                tx.args(["--rate", &format!("{sps}")]);
+            }
+            Rate::Unpaced => {
+                tx.arg("--unpaced");
+            }
+        }
+        // If the sender fails, the receiver is stopped too rather than left waiting.
+        let sent = tx
+            .spawn()
+            .context("starting usrp_sim")
+            .and_then(|mut tx| read_json_line(&mut tx).context("usrp_sim"));
+        let sent = match sent {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = rx.kill();
+                let _ = rx.wait();
+                return Err(e);
+            }
+        };
+        let rest = rest.join().unwrap_or_default();
+        let status = rx.wait()?;
+        if !status.success() {
+            bail!("loss_rx --receiver {receiver} failed: {status}");
+        }
+        let steal = cpu_before.and_then(|b| b.steal_to_now());
+        let got = crate::last_json(&rest).context("loss_rx's result")?;
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
+        let stat = |k: &str| got["stats"][k].as_u64();
+        let packets = n(&sent, "packets_sent");
+        let secs = sent["seconds"].as_f64().unwrap_or(seconds).max(1e-9);
+        Ok(Cell {
+            receiver: receiver.into(),
+            rate,
+            offered_mbps: packets as f64 * datagram / secs / 1e6,
+            sent: packets - n(&sent, "send_errors"),
+            delivered: n(&got, "delivered"),
+            kernel_drops: n(&got, "kernel_drops"),
+            overflows: n(&got, "overflows"),
+            malformed: n(&got, "malformed"),
+            send_errors: n(&sent, "send_errors"),
+            cpu_seconds: got["cpu_seconds"].as_f64().unwrap_or(f64::NAN),
+            bytes: n(&got, "bytes"),
+            received: stat("received"),
+            recv_calls: stat("recv_calls"),
+            wakeups: stat("wakeups"),
+            paused: stat("paused"),
+            copied_bytes: got["copied_bytes"].as_u64(),
+            steal,
+            threads: Threads::parse(&got["threads"]),
+            ratio: None,
+            delivered_ratio: None,
+            reader_ratio: None,
+            ratio_rounds: 0,
+            rounds: 1,
+        })
+    }
+
+    /// Of one cell's runs, the one with the median CPU per GB; its ratio to the reference is
+    /// the median of the ratios each run had to the reference run of its own round (`refs`,
+    /// round by round), so that a slow spell of the machine moves both sides of a ratio.
+    ///
+    /// With `max_steal`, a round in which this run or the reference's had more steal time
+    /// is left out of the ratios, and the run reported is the median of the calm ones
+    /// (of all, when none was calm).
+    pub(crate) fn median_cell(
+        mut runs: Vec<Cell>,
+        refs: Option<&[Cell]>,
+        max_steal: Option<f64>,
+    ) -> Cell {
+        let calm = |c: &Cell| match (max_steal, c.steal) {
+            (Some(max), Some(s)) => s <= max,
+            _ => true,
+        };
+        let pairs: Vec<(&Cell, &Cell)> = refs
+            .map(|refs| {
+                runs.iter()
+                    .zip(refs)
+                    .filter(|(c, r)| calm(c) && calm(r))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let median_ratio = |f: fn(&Cell) -> f64| {
+            let mut ratios: Vec<f64> = pairs
+                .iter()
+                .map(|(c, r)| f(c) / f(r))
+                .filter(|x| x.is_finite())
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            (!ratios.is_empty()).then(|| ratios[ratios.len() / 2])
+        };
+        let ratio = median_ratio(Cell::cpu_per_gb);
+        let delivered_ratio = median_ratio(Cell::delivered_mbps);
+        let reader_ratio = median_ratio(Cell::reader_per_gb);
+        let rounds = runs.len();
+        // Without a reference there is no ratio to leave rounds out of.
+        let ratio_rounds = if refs.is_some() { pairs.len() } else { rounds };
+        if runs.iter().any(calm) {
+            runs.retain(calm);
+        }
+        runs.sort_by(|a, b| a.cpu_per_gb().total_cmp(&b.cpu_per_gb()));
+        let mut c = runs.swap_remove(runs.len() / 2);
+        c.ratio = ratio;
+        c.delivered_ratio = delivered_ratio;
+        c.reader_ratio = reader_ratio;
+        c.ratio_rounds = ratio_rounds;
+        c.rounds = rounds;
+        c
+    }
+
+    /// Bisects between the highest lossless and the lowest lossy rate of the sweep.
+    pub(crate) fn find_max(
+        &self,
+        receiver: &str,
+        cells: &[Cell],
+        bar: &ProgressBar,
+    ) -> Result<MaxRate> {
+        let mine: Vec<&Cell> = cells.iter().filter(|c| c.receiver == receiver).collect();
+        let mut good = mine
+            .iter()
+            .filter(|c| c.lossless())
+            .map(|c| c.offered_mbps)
+            .fold(0.0, f64::max);
+        let mut bad = mine
+            .iter()
+            .filter(|c| !c.lossless())
+            .map(|c| c.offered_mbps)
+            .fold(f64::INFINITY, f64::min);
+        if bad.is_infinite() {
+            // Nothing of the sweep lost: try the sender's top speed.
+            let top = self.cell(receiver, Rate::Unpaced, self.args.seconds)?;
+            if top.lossless() {
+                return Ok(MaxRate {
+                    receiver: receiver.into(),
+                    mbps: top.offered_mbps.max(good),
+                    sender_limited: true,
+                });
+            }
+            bad = top.offered_mbps;
+        }
+        if good >= bad {
+            good = 0.0;
+        }
+        for step in 0..self.args.steps {
+            let mid = if good == 0.0 {
+                bad / 2.0
+            } else {
+                (good + bad) / 2.0
+            };
+            bar.set_message(format!("{receiver}: bisection {}, {mid:.0} MB/s", step + 1));
+            let c = self.cell(receiver, Rate::MBps(mid), self.args.seconds)?;
+            if c.lossless() {
+                good = mid;
+            } else {
+                bad = mid;
+            }
+        }
+        Ok(MaxRate {
+            receiver: receiver.into(),
+            mbps: good,
+            sender_limited: false,
+        })
+    }
+}
