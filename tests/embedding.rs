@@ -183,6 +183,34 @@ fn bad_settings_are_clear_errors_not_silent_guesses() {
             .build()
             .is_ok()
     );
+    // Review (first hour) item 4: a CHDR or VRT stream's sc16 samples are not f32 (or u8)
+    // items: a build error unless the bytes are asked for as they are.
+    for format in [Format::Chdr, Format::Vrt] {
+        let e = UdpSource::<f32>::builder("127.0.0.1:0")
+            .format(format)
+            .time_tags(false)
+            .build()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("sc16") && e.contains("f32"), "{format}: {e}");
+        assert!(
+            UdpSource::<f32>::builder("127.0.0.1:0")
+                .format(format)
+                .time_tags(false)
+                .wire_format(WireFormat::Plain)
+                .build()
+                .is_ok()
+        );
+    }
+    // A stream-ID selector on a format without stream IDs selects nothing: an error.
+    let e = UdpSource::<Complex32>::builder("127.0.0.1:0")
+        .format(Format::Raw)
+        .build_streams([fsdr_net::io::StreamSelector::Id(1)])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("stream ID") && e.contains("Sender"), "{e}");
     // sc16 does not decode to f32.
     let e = UdpSource::<f32>::builder("127.0.0.1:0")
         .wire_format(WireFormat::Sc16Chdr)

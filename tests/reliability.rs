@@ -30,6 +30,7 @@ fn chdr(seq: u16, payload: &[u8]) -> Vec<u8> {
 fn hostile_datagrams_are_counted_and_valid_ones_come_out_intact_in_order() -> Result<()> {
     let src = UdpSource::<u8>::builder("127.0.0.1:0")
         .format(Format::Chdr)
+        .wire_format(fsdr_net::io::WireFormat::Plain)
         .time_tags(false)
         .max_datagram(2000)
         .finish_after_idle(Duration::from_millis(500))

@@ -28,6 +28,8 @@ pub(crate) fn header_len(args: &Args) -> usize {
 pub(crate) fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
     let b = UdpSource::<u8>::builder(args.bind.to_string())
         .format(args.format)
+        // Bytes are counted, not decoded.
+        .wire_format(fsdr_net::io::WireFormat::Plain)
         .time_tags(false)
         .max_datagram(args.size.max(9000))
         .stats_interval(None)

@@ -131,9 +131,12 @@ impl<T: Item> UdpSinkBuilder<T> {
         if self.batch == 0 {
             return Err(Error::config("batch must be at least 1"));
         }
-        let wire = self
-            .wire
-            .unwrap_or_else(|| WireFormat::default_for::<T>(self.format));
+        // As the source: items that are not complex are not a CHDR or VRT stream's samples
+        // unless `plain` is asked for.
+        let wire = match self.wire {
+            Some(w) => w,
+            None => WireFormat::for_items::<T>(self.format)?,
+        };
         let encoder = Encoder::<T>::new(wire)?;
         let mut framer = Framer::new(self.format);
         if let Some((start, tpi)) = self.timestamps {

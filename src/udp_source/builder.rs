@@ -324,9 +324,12 @@ impl<T: Item> UdpSourceBuilder<T> {
         if self.buffer_datagrams == Some(0) {
             return Err(Error::config("buffer_datagrams must be at least 1"));
         }
-        let wire = self
-            .wire
-            .unwrap_or_else(|| WireFormat::default_for::<T>(cfg.format));
+        // The format carries samples of its own encoding: items that are not complex would
+        // get those bytes reinterpreted, so that takes an explicit `plain`.
+        let wire = match self.wire {
+            Some(w) => w,
+            None => WireFormat::for_items::<T>(cfg.format)?,
+        };
         let decoder = Decoder::<T>::new(wire)?;
         let (tick_rate, ticks_per_item) = self.timing()?;
         // Gaps are sized from the timestamps with the exact ratio of the rates given (VRT
@@ -444,6 +447,17 @@ impl<T: Item> UdpSourceBuilder<T> {
         streams: impl IntoIterator<Item = StreamSelector>,
     ) -> Result<MultiUdpSource<T>, Error> {
         let selectors: Vec<StreamSelector> = streams.into_iter().collect();
+        if !matches!(self.cfg.format, Format::Chdr | Format::Vrt)
+            && let Some(s) = selectors
+                .iter()
+                .find(|s| matches!(s, StreamSelector::Id(_) | StreamSelector::IdFrom(..)))
+        {
+            return Err(Error::config(format!(
+                "stream selector {s} picks a stream ID, which {} datagrams do not carry \
+                 (only CHDR and VRT do): select by sender (StreamSelector::Sender) instead",
+                self.cfg.format
+            )));
+        }
         if selectors.is_empty() {
             return Err(Error::config(
                 "build_streams needs at least one stream selector",

@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn ownership_moves_across_threads_in_order() {
         let (p, mut rx, mut cons) = SlotPool::new(64, 8);
-        let n = 200_000u32;
+        let n = crate::testing::sweep(200_000, 500) as u32;
         let pool = p.clone();
         let t = std::thread::spawn(move || {
             for k in 0..n {

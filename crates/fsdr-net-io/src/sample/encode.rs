@@ -13,10 +13,13 @@ pub struct Encoder<T> {
 }
 
 impl<T: Item> Encoder<T> {
-    /// An encoder from `T` to `wire`; `fc32` is decode-only.
+    /// An encoder from `T` to `wire`.
     pub fn new(wire: WireFormat) -> Result<Self, WireFormatError> {
         let f: fn(&[T], &mut [u8]) -> usize = match (wire, T::KIND) {
             (WireFormat::Plain, _) => encode_plain::<T>,
+            // fc32 is `Complex<f32>`'s own memory on a little-endian host.
+            #[cfg(target_endian = "little")]
+            (WireFormat::Fc32, ItemKind::ComplexF32) => encode_plain::<T>,
             (WireFormat::Sc16Chdr, ItemKind::ComplexF32) => encode_sc16::<T, f32, false, false>,
             (WireFormat::Sc16Item32Le, ItemKind::ComplexF32) => encode_sc16::<T, f32, false, true>,
             (WireFormat::Sc16Item32Be, ItemKind::ComplexF32) => encode_sc16::<T, f32, true, false>,

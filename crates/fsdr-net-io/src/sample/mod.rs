@@ -150,8 +150,35 @@ impl WireFormat {
         }
     }
 
+    /// The encoding for items `T` in `format` when none is asked for: the format's own
+    /// (CHDR `sc16_chdr`, VRT `sc16_item32_be`, `plain` for the others) — an error where it
+    /// does not convert to `T` (a CHDR stream into `f32` items would reinterpret sc16 bytes;
+    /// that takes an explicit `plain`).
+    ///
+    /// ```
+    /// use fsdr_net_io::{Format, WireFormat};
+    /// use num_complex::Complex;
+    ///
+    /// assert_eq!(WireFormat::for_items::<Complex<f32>>(Format::Chdr), Ok(WireFormat::Sc16Chdr));
+    /// assert_eq!(WireFormat::for_items::<u8>(Format::Seq64), Ok(WireFormat::Plain));
+    /// assert!(WireFormat::for_items::<f32>(Format::Vrt).is_err());
+    /// ```
+    pub fn for_items<T: Item>(format: Format) -> Result<WireFormat, WireFormatError> {
+        let native = Self::native(format);
+        if native.converts_to(T::KIND) {
+            Ok(native)
+        } else {
+            Err(WireFormatError::NotSamples {
+                format,
+                wire: native,
+                item: T::NAME,
+            })
+        }
+    }
+
     /// The default for items `T` in `format`: the format's native encoding when it converts
-    /// to `T` (complex items), otherwise `plain`.
+    /// to `T` (complex items), otherwise `plain`. The blocks use
+    /// [`WireFormat::for_items`], which refuses the second case.
     pub fn default_for<T: Item>(format: Format) -> WireFormat {
         let native = Self::native(format);
         if native.converts_to(T::KIND) {
@@ -217,6 +244,20 @@ pub enum WireFormatError {
     #[error("wire format {wire} does not convert to {item} items")]
     Mismatch {
         /// The encoding.
+        wire: WireFormat,
+        /// The item type.
+        item: &'static str,
+    },
+    /// The packet format carries samples of an encoding these items are not.
+    #[error(
+        "{format} carries {wire} samples, which do not convert to {item} items: use \
+         Complex<f32>, Complex<i16> or Complex<i8> items, or ask for the bytes as they are \
+         with .wire_format(WireFormat::Plain)"
+    )]
+    NotSamples {
+        /// The packet format.
+        format: Format,
+        /// Its encoding.
         wire: WireFormat,
         /// The item type.
         item: &'static str,

@@ -140,6 +140,9 @@ pub struct SendStats {
     pub errors: u64,
     /// Padding bytes added after payloads (VRT's 32-bit words).
     pub pad_bytes: u64,
+    /// Datagrams the destination refused: the kernel's report (an ICMP "port unreachable")
+    /// that an earlier datagram found nobody listening. Those were sent, and lost there.
+    pub refused: u64,
 }
 
 /// A connected UDP sender with batched sends.
@@ -212,9 +215,13 @@ impl Sender {
                 }
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && refused_retry => {
                     // An ICMP error from an earlier datagram; this call sent nothing.
+                    self.stats.refused += 1;
                     refused_retry = false;
                 }
                 Err(e) => {
+                    if e.kind() == io::ErrorKind::ConnectionRefused {
+                        self.stats.refused += 1;
+                    }
                     self.stats.errors += 1;
                     return Err((done, e));
                 }
