@@ -99,14 +99,24 @@ pub use udp_source::{
 ///
 /// ```
 /// use fsdr_net::prelude::*;
-/// let _ = (Format::Chdr, Backend::Mio, WireFormat::Sc16Chdr);
+/// use futuresdr::num_complex::Complex32;
+///
+/// let _ = (Format::Chdr, Backend::Mio, WireFormat::Sc16Chdr, StreamSelector::Id(1));
+/// let _ = (TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, TAG_EOB);
+/// // The three sources (one builder) and the sink are all here, without further imports.
+/// let _: fn(UdpSourceBuilder<Complex32>) -> Result<InPlaceUdpSource<Complex32>, Error> =
+///     UdpSourceBuilder::build_in_place;
+/// let _: Option<MultiUdpSource<Complex32>> = None;
+/// let _ = UdpSource::<Complex32>::builder("127.0.0.1:0");
+/// let _ = UdpSink::<Complex32>::builder("127.0.0.1:9");
 /// ```
 pub mod prelude {
     pub use crate::io::depacketizer::DepacketizerStats;
     pub use crate::io::sample::{Item, WireFormat};
-    pub use crate::io::{Backend, Format, Stats};
+    pub use crate::io::{Backend, Format, Stats, StreamSelector};
     pub use crate::{
-        Error, MessageCollector, ProbeSink, ProbeSource, RxTime, SourceStats, TAG_EOB, TAG_MISSED,
-        TAG_TIME, UdpSink, UdpSource,
+        Error, InPlaceUdpSource, MessageCollector, MultiUdpSource, ProbeSink, ProbeSource, RxTime,
+        SigmfSink, SourceStats, TAG_EOB, TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, UdpSink,
+        UdpSinkBuilder, UdpSource, UdpSourceBuilder,
     };
 }

@@ -46,7 +46,7 @@ impl RampSample for Complex32 {
 /// # Usage
 /// ```
 /// use fsdr_net::RampCheck;
-/// use num_complex::Complex32;
+/// use futuresdr::num_complex::Complex32;
 ///
 /// let check = RampCheck::<Complex32>::new(true);
 /// assert_eq!(check.discontinuities(), 0);

@@ -115,6 +115,8 @@ impl<T: SigmfItem> SigmfSinkBuilder<T> {
             tick_rate: None,
             segments: Vec::new(),
             annotations: Vec::new(),
+            rate: None,
+            rate_changes: Vec::new(),
             written: None,
         })
     }
@@ -192,6 +194,11 @@ pub struct SigmfSink<T: SigmfItem> {
     segments: Vec<Segment>,
     /// (first sample, samples, frames) of each gap.
     annotations: Vec<(u64, u64, u64)>,
+    /// The stream's sample rate now, and where it changed from the first (an `rx_rate`
+    /// tag): `core:sample_rate` is one value for the recording, so each change starts a
+    /// capture segment and is stated in an annotation from there.
+    rate: Option<f64>,
+    rate_changes: Vec<(u64, f64)>,
     /// The outcome of writing the recording, once written.
     written: Option<Result<(), String>>,
 }
@@ -227,7 +234,7 @@ impl<T: SigmfItem> SigmfSink<T> {
     }
 
     fn rate(&self) -> Option<f64> {
-        self.info.sample_rate
+        self.rate.or(self.info.sample_rate)
     }
 
     /// Records the tags of the items `base..` of the stream.
@@ -247,8 +254,8 @@ impl<T: SigmfItem> SigmfSink<T> {
                     }
                 }
                 Tag::NamedAny(name, v) if name == "rx_rate" => {
-                    if let (None, Some(&r)) = (self.info.sample_rate, v.downcast_ref::<f64>()) {
-                        self.info.sample_rate = Some(r);
+                    if let Some(&r) = v.downcast_ref::<f64>() {
+                        self.rate_at(at, r);
                     }
                 }
                 Tag::NamedUsize(name, frames) if name == TAG_MISSED => {
@@ -298,6 +305,23 @@ impl<T: SigmfItem> SigmfSink<T> {
                 .or(self.info.frequency);
             self.start_segment(at, frequency, Some(rx));
         }
+    }
+
+    /// The sample rate from sample `at` on.
+    fn rate_at(&mut self, at: u64, sps: f64) {
+        if self.info.sample_rate.is_none() {
+            self.info.sample_rate = Some(sps);
+        } else if self.rate() != Some(sps) {
+            let time = self.expected_time(at);
+            let frequency = self
+                .segments
+                .last()
+                .and_then(|s| s.frequency)
+                .or(self.info.frequency);
+            self.start_segment(at, frequency, time);
+            self.rate_changes.push((at, sps));
+        }
+        self.rate = Some(sps);
     }
 
     fn frequency_at(&mut self, at: u64, hz: f64) {
@@ -378,6 +402,18 @@ impl<T: SigmfItem> SigmfSink<T> {
                     .build()
                     .map_err(|e| e.to_string())
             })
+            .chain(self.rate_changes.iter().map(|&(start, sps)| {
+                Annotation::builder(start)
+                    .sample_count((self.items - start).max(1))
+                    .label("sample_rate")
+                    .comment(format!(
+                        "the stream is at {sps} samples/s from here (core:sample_rate is the \
+                         recording's first rate)"
+                    ))
+                    .generator("fsdr-net")
+                    .build()
+                    .map_err(|e| e.to_string())
+            }))
             .collect::<Result<Vec<_>, _>>()?;
         let mut meta = Metadata::new(Global::new(SIGMF_VERSION, datatype), annotations, captures);
         if let Some(r) = self.info.sample_rate {
@@ -509,6 +545,35 @@ mod tests {
         );
         let t = sink.segments[1].time.unwrap();
         assert_eq!(iso8601(t).as_deref(), Some("2026-01-01T00:00:00.0002001Z"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Review (first hour) item 4: a rate change from a context packet is not lost in the
+    /// recording: a capture segment starts there, an annotation says the new rate, and the
+    /// time after it is extrapolated at the new rate.
+    #[test]
+    fn a_rate_change_starts_a_segment_and_is_annotated() {
+        let dir = std::env::temp_dir().join(format!("fsdr-net-sigmf-rate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut sink = SigmfSink::<Complex<i16>>::builder(dir.join("r"))
+            .frequency(1e9)
+            .build()
+            .unwrap();
+        let rate = |r: f64| Tag::NamedAny("rx_rate".into(), Box::new(r));
+        let t0 = 1_767_225_600 * 200_000_000u64;
+        sink.note_tags(0, &[tag(0, rate(10e6)), tag(0, time(t0))]);
+        sink.note_tags(1000, &[tag(0, rate(5e6))]);
+        assert_eq!(sink.info.sample_rate, Some(10e6));
+        assert_eq!(sink.rate_changes, [(1000, 5e6)]);
+        let starts: Vec<(u64, Option<u64>)> = sink
+            .segments
+            .iter()
+            .map(|s| (s.start, s.time.map(|t| t.ticks)))
+            .collect();
+        // 20 ticks a sample before the change, 40 after.
+        assert_eq!(starts, [(0, Some(t0)), (1000, Some(t0 + 20_000))]);
+        let at = sink.expected_time(1500).unwrap().ticks;
+        assert_eq!(at, t0 + 20_000 + 500 * 40);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

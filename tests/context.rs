@@ -27,10 +27,15 @@ impl Kernel for SettingTags {
     ) -> Result<()> {
         let (items, tags) = self.input.slice_with_tags();
         for t in tags.iter() {
-            if let Tag::NamedAny(name, v) = &t.tag
-                && let Some(v) = v.downcast_ref::<f64>()
-            {
-                self.tags.push((name.clone(), self.items + t.index, *v));
+            if let Tag::NamedAny(name, v) = &t.tag {
+                if let Some(v) = v.downcast_ref::<f64>() {
+                    self.tags.push((name.clone(), self.items + t.index, *v));
+                }
+                // A time tag, by its tick rate.
+                if let Some(t2) = v.downcast_ref::<RxTime>() {
+                    self.tags
+                        .push((name.clone(), self.items + t.index, t2.tick_rate));
+                }
             }
         }
         let n = items.len();
@@ -94,6 +99,8 @@ fn a_retune_is_one_tag_per_setting_at_the_right_sample_and_one_message() -> Resu
     assert_eq!(at("rx_rate"), [(0, 10e6), (retune, 5e6)]);
     assert_eq!(at("rx_freq"), [(0, 915e6), (retune, 2.4e9)]);
     assert_eq!(at("rx_bandwidth"), [(0, 8e6), (retune, 4e6)]);
+    // Time is told in the new rate from the retune on (review, first hour, item 4).
+    assert_eq!(at("rx_time"), [(0, 10e6), (retune, 5e6)]);
     // The gain did not change: tagged once.
     assert_eq!(at("rx_gain"), [(0, 20.0)]);
     let got = fg.block(&messages)?.messages().to_vec();

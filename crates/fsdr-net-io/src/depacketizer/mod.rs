@@ -356,6 +356,16 @@ impl<T: Item> Depacketizer<T> {
                 None => true,
             }
         });
+        // A new sample rate holds from this datagram on (time tags carry it).
+        for (_, kind) in on_data.iter() {
+            if let TagKind::Setting {
+                name: "rx_rate",
+                value,
+            } = *kind
+            {
+                self.timing.set_sample_rate(value);
+            }
+        }
         (on_data, on_zeros)
     }
 

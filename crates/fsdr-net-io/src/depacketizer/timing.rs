@@ -36,6 +36,10 @@ pub(super) struct Timing {
     reference: Option<(Scale, u64, u64)>,
     /// Without a ratio: the last timestamp in ticks, to tag only discontinuities.
     seen: bool,
+    /// The sample rate changed (a context packet's `rx_rate`): the next timestamp is tagged.
+    retuned: bool,
+    /// The scale of the stream's timestamps, once one was read.
+    scale: Option<Scale>,
 }
 
 impl Timing {
@@ -53,7 +57,26 @@ impl Timing {
             ps_per_item: sample_rate.and_then(|s| Ratio::of_rates(1e12, s)),
             reference: None,
             seen: false,
+            retuned: false,
+            scale: None,
         }
+    }
+
+    /// The stream's sample rate changed to `sps` (from a context packet): ticks per item
+    /// follow it, a VRT sample count counts at it, and the next time tag says so.
+    pub(super) fn set_sample_rate(&mut self, sps: f64) {
+        if !(sps.is_finite() && sps > 0.0) {
+            return;
+        }
+        // Sample counts (VRT) count at the new rate; device ticks (CHDR) stay and hold a
+        // different number per sample.
+        if self.scale == Some(Scale::Samples) {
+            self.tick_rate = Some(sps);
+        } else if let Some(t) = self.tick_rate {
+            self.ticks_per_item = Ratio::of_rates(t, sps);
+        }
+        self.ps_per_item = Ratio::of_rates(1e12, sps);
+        self.retuned = true;
     }
 
     /// The timestamp on its linear scale, and that scale's units per item when known.
@@ -93,6 +116,10 @@ impl Timing {
         let ts = ts?;
         let ticks = ts.ticks(tick_rate)?;
         let lin = self.linear(ts);
+        self.scale = lin.map(|(s, ..)| s).or(self.scale);
+        // Taken whatever else made this a discontinuity (not short-circuited away).
+        let retuned = std::mem::take(&mut self.retuned);
+        let discontinuity = discontinuity || retuned;
         let tag = match lin {
             Some((scale, l, Some(r))) => {
                 let continuous = !discontinuity

@@ -114,6 +114,20 @@ pub struct ContextPlan {
     pub difi: bool,
 }
 
+impl Default for ContextPlan {
+    /// A DIFI context packet before the first data packet and every 100 after it, stating
+    /// 1 GHz and 10 dB, no retune.
+    fn default() -> Self {
+        ContextPlan {
+            every: 100,
+            rf_freq: 1e9,
+            gain_db: 10.0,
+            retune: None,
+            difi: true,
+        }
+    }
+}
+
 impl EmulatorConfig {
     /// 200 Msps, tick rate 200 MHz, largest packets, a tone, until stopped.
     pub fn new(dest: SocketAddr, format: Format) -> Self {
