@@ -1,7 +1,7 @@
 //! The program a FutureSDR user writes around fsdr-net: a radio's UDP stream → `UdpSource`
 //! → FutureSDR processing (here: magnitude, then a decimating average) → a file or a null
 //! sink; the source's `missed` and `stats` ports printed as they arrive; the counters read
-//! after `run()`; exit code 1 when samples were lost.
+//! after `run()`; exit code 1 when samples were lost (`--allow-loss`: 0).
 //!
 //! Without `--listen`, the built-in USRP emulator streams 1 s of a 10 Msps CHDR stream to it
 //! on loopback (with `--drop-every N` to see the loss handling).
@@ -45,6 +45,9 @@ struct Args {
     /// Write the averaged magnitude (f32) here instead of discarding it.
     #[arg(long)]
     output: Option<std::path::PathBuf>,
+    /// Exit code on loss.
+    #[command(flatten)]
+    loss: common::loss::LossArgs,
 }
 
 fn print_message(port: &'static str) -> impl Fn(&Pmt) + Send + Sync + 'static {
@@ -131,10 +134,11 @@ fn main() -> Result<()> {
             r.samples_sent, r.dropped
         );
     }
-    let lost = s.stream.missed_items + (s.kernel_drops + s.overflow).saturating_sub(s.missed);
-    if lost > 0 || s.missed > 0 {
-        eprintln!("samples were lost: {} missed frames", s.missed);
-        std::process::exit(1);
+    for w in fsdr_net::io::diagnosis::explain(&s.engine, sent.map_or(0, |r| r.dropped), None) {
+        println!("{w}");
     }
+    let lost = s.stream.missed_items + (s.kernel_drops + s.overflow).saturating_sub(s.missed);
+    args.loss
+        .exit_on_loss(lost.max(s.missed), "samples (or frames) were");
     Ok(())
 }

@@ -10,6 +10,9 @@
 //! cargo run --release --example inplace_rx -- --drop-every 1000  # gaps take the copying path
 //! cargo run --release --example inplace_rx -- --listen 0.0.0.0:49000 --duration 10
 //! ```
+//!
+//! The JSON's fields are documented in docs/json.md. The exit code is 1 when samples were
+//! lost (`--allow-loss`: 0).
 
 mod common;
 
@@ -45,6 +48,12 @@ struct Args {
     /// Emulator: drop every N-th packet.
     #[arg(long)]
     drop_every: Option<u64>,
+    /// Accepted for symmetry with the other examples: the summary is always one JSON line.
+    #[arg(long)]
+    json: bool,
+    /// Exit code on loss.
+    #[command(flatten)]
+    loss: common::loss::LossArgs,
     /// Runtime and engine tuning.
     #[command(flatten)]
     tuning: common::TuningArgs,
@@ -90,7 +99,9 @@ fn main() -> Result<()> {
         std::thread::spawn(move || Emulator::new(cfg).and_then(|e| e.run()))
     });
     let start = Instant::now();
+    let load = fsdr_net::io::host::LoadMeter::start();
     let fg = args.tuning.runtime().run(fg)?;
+    let load = load.finish();
     let seconds = start.elapsed().as_secs_f64();
     let sent = match emulator {
         Some(t) => Some(t.join().expect("emulator thread")?),
@@ -98,18 +109,47 @@ fn main() -> Result<()> {
     };
     let s = fg.block(&src)?.stats();
     let check = fg.block(&check)?;
+    let samples_sent = sent.as_ref().map(|r| r.samples_sent);
+    let samples_dropped = sent.as_ref().map(|r| r.dropped_samples);
+    let emulator_dropped = sent.as_ref().map(|r| r.dropped);
     let gb = s.delivered_bytes as f64 / 1e9;
+    let e = &s.engine;
+    let received = check.items() - s.stream.zeros_inserted;
+    // What the radio produced (the emulator's dropped packets included); from a device,
+    // what arrived plus the gaps the sequence numbers show.
+    let sent = sent.as_ref().map(|r| r.samples_sent + r.dropped_samples);
+    let lost = sent.map_or(s.stream.missed_items, |n| n.saturating_sub(received));
+    let expected = sent.unwrap_or(received + lost).max(1);
+    let stream_seconds = e.stream_seconds();
+    let rate = if e.delivered > 1 && stream_seconds > 0.0 {
+        received as f64 * (e.delivered - 1) as f64 / e.delivered as f64 / stream_seconds
+    } else {
+        0.0
+    };
+    let injected = emulator_dropped.unwrap_or(0);
     let summary = serde_json::json!({
         "items": check.items(),
-        "samples_sent": sent.as_ref().map(|r| r.samples_sent),
-        "samples_dropped_by_emulator": sent.as_ref().map(|r| r.dropped_samples),
+        "samples_sent": samples_sent,
+        "samples_dropped_by_emulator": samples_dropped,
         "discontinuities": check.discontinuities(),
         "copied_bytes": s.stream.copied_bytes,
         "copied_bytes_per_gb": if gb > 0.0 { s.stream.copied_bytes as f64 / gb } else { 0.0 },
         "zeros_inserted": s.stream.zeros_inserted,
         "seconds": seconds,
         "stats": s,
+        "sent": sent,
+        "received": received,
+        "missed": e.missed,
+        "kernel_drops": e.kernel_drops,
+        "overflows": e.overflow,
+        "success_rate": received as f64 / expected as f64,
+        "lost_samples": lost,
+        "stream_seconds": stream_seconds,
+        "rate_sps": rate,
+        "load": load,
+        "explanation": fsdr_net::io::diagnosis::explain(e, injected, load.as_ref()),
     });
     println!("{summary}");
+    args.loss.exit_on_loss(lost, "samples were");
     Ok(())
 }

@@ -6,7 +6,10 @@
 //! ```text
 //! cargo run --release --example rx_to_mem -- --backend mio --bytes 800000000 --rate 800e6
 //! cargo run --release --example rx_to_mem -- --listen 0.0.0.0:49000 --format chdr --bytes 1e9
+//! cargo run --release --example rx_to_mem -- --bytes 1e8 --json   # one JSON line (docs/json.md)
 //! ```
+//!
+//! The exit code is 1 when payload was lost (`--allow-loss`: 0).
 
 mod common;
 
@@ -67,6 +70,12 @@ struct Args {
     /// Pin the receive thread(s) to these CPUs (comma-separated).
     #[arg(long, value_delimiter = ',')]
     cpus: Vec<usize>,
+    /// Print the summary as one JSON object (fields in docs/json.md).
+    #[arg(long)]
+    json: bool,
+    /// Exit code on loss.
+    #[command(flatten)]
+    loss: common::loss::LossArgs,
 }
 
 fn parse_spread(s: &str) -> Result<ReuseportSpread, String> {
@@ -129,6 +138,7 @@ fn main() -> Result<()> {
         None
     };
 
+    let load = fsdr_net::io::host::LoadMeter::start();
     let mut filled = 0usize;
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
@@ -160,27 +170,92 @@ fn main() -> Result<()> {
         first.get_or_insert(now);
         last = now;
     }
-    let ms = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64() * 1e3);
+    let seconds = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
     let stats = engine.shutdown();
-    println!("Received {filled} bytes in {ms:.0} ms");
-    if ms > 0.0 {
-        println!(
-            "rate {:.1} MB/s, {:.0} datagrams/s",
-            filled as f64 / ms / 1e3,
-            stats.delivered as f64 / ms * 1e3
-        );
-    }
-    println!("{stats}");
-    if let Some(s) = sender {
-        let report = s.join().expect("sender thread")?;
-        println!(
-            "sender: {} datagrams, {} bytes in {:.0} ms ({:.1} MB/s)",
-            report.datagrams,
-            report.bytes,
-            report.elapsed.as_secs_f64() * 1e3,
-            report.rate() / 1e6
-        );
-    }
+    let load = load.finish();
+    let report = match sender {
+        Some(s) => Some(s.join().expect("sender thread")?),
+        None => None,
+    };
     std::hint::black_box(&memory);
+    // Payload taken from the engine (the last datagram may hold more than the memory had
+    // room for).
+    let received = stats.delivered_bytes;
+    // Payload lost: what the built-in sender sent and did not arrive; receiving from a
+    // device, the frames the counters show (bytes unknown).
+    let sent = report.map(|r| r.payload_bytes);
+    let lost_frames = stats
+        .missed
+        .max(stats.kernel_drops + stats.overflow + stats.truncated + stats.malformed);
+    let lost = match sent {
+        Some(n) => n.saturating_sub(received),
+        None => lost_frames,
+    };
+    let success = sent.map_or(if lost_frames == 0 { 1.0 } else { 0.0 }, |n| {
+        received as f64 / n.max(1) as f64
+    });
+    let rate = if seconds > 0.0 {
+        received as f64 / seconds
+    } else {
+        0.0
+    };
+    let words = fsdr_net::io::diagnosis::explain(&stats, 0, load.as_ref());
+    if args.json {
+        let json = serde_json::json!({
+            "backend": args.backend.name(),
+            "format": args.format.name(),
+            "sent": sent,
+            "received": received,
+            "missed": stats.missed,
+            "kernel_drops": stats.kernel_drops,
+            "overflows": stats.overflow,
+            "success_rate": success,
+            "datagrams": stats.delivered,
+            "seconds": seconds,
+            "rate_bytes_per_s": rate,
+            "stats": stats,
+            "sender": report.map(|r| serde_json::json!({
+                "datagrams": r.datagrams,
+                "bytes": r.bytes,
+                "payload_bytes": r.payload_bytes,
+                "seconds": r.elapsed.as_secs_f64(),
+                "errors": r.errors,
+            })),
+            "load": load,
+            "explanation": words,
+        });
+        println!("{json}");
+    } else {
+        println!("Received {filled} bytes in {:.0} ms", seconds * 1e3);
+        if seconds > 0.0 {
+            println!(
+                "rate {:.1} MB/s, {:.0} datagrams/s (first datagram to last)",
+                rate / 1e6,
+                stats.delivered as f64 / seconds
+            );
+        }
+        println!("{stats}");
+        if let Some(report) = report {
+            println!(
+                "sender: {} datagrams, {} bytes in {:.0} ms ({:.1} MB/s)",
+                report.datagrams,
+                report.bytes,
+                report.elapsed.as_secs_f64() * 1e3,
+                report.rate() / 1e6
+            );
+        }
+        if let Some(l) = &load {
+            println!("machine CPU time: {l}");
+        }
+        for w in &words {
+            println!("{w}");
+        }
+    }
+    let what = if sent.is_some() {
+        "payload bytes were"
+    } else {
+        "frames were"
+    };
+    args.loss.exit_on_loss(lost, what);
     Ok(())
 }

@@ -1,46 +1,13 @@
 //! `usrp_sim` → `usrp_rx --listen` across two processes, for every format, with faults; and
 //! the receivers of the loss harness (`loss_rx`), whose counts `cargo xtask loss` reports.
-//! Builds the examples once (debug, as the rest of the tests).
+
+mod examples;
 
 use std::net::UdpSocket;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
+use examples::{example, free_port, last_json, wait_until_listening};
 use serde_json::Value;
-
-fn example(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet"])
-            .args([
-                "--example",
-                "usrp_sim",
-                "--example",
-                "usrp_rx",
-                "--example",
-                "rx_to_mem",
-                "--example",
-                "loss_rx",
-            ])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the examples");
-    });
-    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    p.push("target/debug/examples");
-    p.push(name);
-    p
-}
-
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Runs `usrp_rx --listen ADDR` and then the emulator (`sim`, already given its arguments);
 /// returns (receiver JSON, emulator JSON).
@@ -56,7 +23,7 @@ fn run_pair_with(
     mut sim: Command,
 ) -> (Value, Value) {
     let mut rx = rx
-        .args(["--listen", listen, "--json", "--check-ramp"])
+        .args(["--listen", listen, "--json", "--check-ramp", "--allow-loss"])
         .args(["--duration", "60", "--idle-timeout", "1"])
         .args(rx_args)
         .stdout(Stdio::piped())
@@ -72,34 +39,7 @@ fn run_pair_with(
     );
     let rx = rx.wait_with_output().expect("usrp_rx ends");
     assert!(rx.status.success(), "usrp_rx failed");
-    let parse = |b: &[u8]| -> Value {
-        let text = String::from_utf8_lossy(b);
-        serde_json::from_str(text.lines().last().unwrap_or(""))
-            .unwrap_or_else(|e| panic!("{e}: {text}"))
-    };
-    (parse(&rx.stdout), parse(&sim.stdout))
-}
-
-/// Waits until the receiver says it has bound its socket (a fixed sleep races a loaded
-/// machine: the emulator's whole stream could go out before the port is open).
-fn wait_until_listening(rx: &mut std::process::Child) {
-    use std::io::BufRead;
-    let stderr = rx.stderr.take().expect("stderr piped");
-    let (ready, bound) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if line.starts_with("listening on") {
-                let _ = ready.send(());
-            }
-            eprintln!("usrp_rx: {line}");
-        }
-    });
-    bound
-        .recv_timeout(std::time::Duration::from_secs(120))
-        .expect("usrp_rx binds its socket");
+    (last_json(&rx.stdout), last_json(&sim.stdout))
 }
 
 /// The emulator at 10 Msps (the examples are debug builds here) with a ramp towards `dest`, plus `extra` arguments.

@@ -278,3 +278,4 @@ impl TuningArgs {
         }
     }
 }
+pub mod loss;

@@ -107,7 +107,8 @@ impl<T: Item> UdpSinkBuilder<T> {
         self.timestamps = Some((start, ticks_per_item));
         self
     }
-    /// Stream identifier: VRT stream ID, CHDR destination endpoint.
+    /// Stream identifier: VRT stream ID, CHDR destination endpoint (default 0, channel 0 as
+    /// the emulator numbers channels: `fsdr_net::io::emulator::channel_stream_id`).
     pub fn stream_id(mut self, id: u32) -> Self {
         self.stream_id = Some(id);
         self

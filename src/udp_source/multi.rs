@@ -207,7 +207,7 @@ fn note_dropped(dropped: &mut Gap, restart: &mut bool, d: &DatagramIn<'_>) {
 /// let src = UdpSource::<Complex32>::builder("0.0.0.0:49000")
 ///     .format(Format::Vrt)
 ///     .sample_rate(50e6)
-///     .build_streams([StreamSelector::Id(1), StreamSelector::Id(2)])?;
+///     .build_streams([StreamSelector::Id(0), StreamSelector::Id(1)])?; // channels 0 and 1
 /// let (a, b) = (NullSink::<Complex32>::new(), NullSink::<Complex32>::new());
 /// let mut fg = Flowgraph::new();
 /// connect!(fg, src.outputs[0] > a; src.outputs[1] > b);

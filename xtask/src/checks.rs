@@ -7,8 +7,6 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
-use crate::run;
-
 /// The unit tests Miri runs (by name prefix): formats, control-message parsing, slot rings,
 /// sample conversion, the depacketizer and the sequence layer. Everything else makes system
 /// calls, which Miri cannot.
@@ -82,19 +80,22 @@ pub fn miri(scope: &[&str]) -> Result<()> {
             "no nightly toolchain with Miri here (rustup component add --toolchain nightly miri)"
         );
     }
-    run(nightly()
-        .env("CARGO_TARGET_DIR", "target/miri")
-        .args([
-            "miri",
-            "test",
-            "--quiet",
-            "-p",
-            "fsdr-net-io",
-            "--no-default-features",
-            "--lib",
-            "--",
-        ])
-        .args(scope))
+    crate::report::run_as(
+        "miri",
+        nightly()
+            .env("CARGO_TARGET_DIR", "target/miri")
+            .args([
+                "miri",
+                "test",
+                "--quiet",
+                "-p",
+                "fsdr-net-io",
+                "--no-default-features",
+                "--lib",
+                "--",
+            ])
+            .args(scope),
+    )
 }
 
 /// fsdr-net-io's tests (unit and integration) built with `-Zsanitizer=address`.
@@ -102,38 +103,44 @@ pub fn asan() -> Result<()> {
     if !nightly_available() {
         bail!("no nightly toolchain here for -Zsanitizer=address");
     }
-    run(nightly()
-        .env("CARGO_TARGET_DIR", "target/asan")
-        .env("RUSTFLAGS", "-Zsanitizer=address -Cdebug-assertions=on")
-        .env("RUSTDOCFLAGS", "-Zsanitizer=address")
-        .env("ASAN_OPTIONS", "detect_leaks=0")
-        .env("PROPTEST_CASES", "200")
-        .env("MODEL_ENGINE_CASES", "8")
-        .args([
-            "test",
-            "--quiet",
-            "-p",
-            "fsdr-net-io",
-            "--target",
-            "x86_64-unknown-linux-gnu",
-            "--lib",
-            "--tests",
-        ]))
+    crate::report::run_as(
+        "asan",
+        nightly()
+            .env("CARGO_TARGET_DIR", "target/asan")
+            .env("RUSTFLAGS", "-Zsanitizer=address -Cdebug-assertions=on")
+            .env("RUSTDOCFLAGS", "-Zsanitizer=address")
+            .env("ASAN_OPTIONS", "detect_leaks=0")
+            .env("PROPTEST_CASES", "200")
+            .env("MODEL_ENGINE_CASES", "8")
+            .args([
+                "test",
+                "--quiet",
+                "-p",
+                "fsdr-net-io",
+                "--target",
+                "x86_64-unknown-linux-gnu",
+                "--lib",
+                "--tests",
+            ]),
+    )
 }
 
 /// The exactness model's property tests in release: `cases` through the sequence layer,
 /// a thousandth of them (at least 16) through an engine over loopback.
 pub fn props(cases: u64) -> Result<()> {
-    run(crate::cargo()
-        .env("PROPTEST_CASES", cases.to_string())
-        .env("MODEL_ENGINE_CASES", (cases / 1000).max(16).to_string())
-        .args([
-            "test",
-            "--quiet",
-            "--release",
-            "-p",
-            "fsdr-net-io",
-            "--test",
-            "model",
-        ]))
+    crate::report::run_as(
+        "exactness model",
+        crate::cargo()
+            .env("PROPTEST_CASES", cases.to_string())
+            .env("MODEL_ENGINE_CASES", (cases / 1000).max(16).to_string())
+            .args([
+                "test",
+                "--quiet",
+                "--release",
+                "-p",
+                "fsdr-net-io",
+                "--test",
+                "model",
+            ]),
+    )
 }

@@ -143,7 +143,8 @@ pub fn run(args: LatencyArgs) -> Result<()> {
         // Kernel receive timestamps: arrival is when the kernel queued the datagram, so the
         // time it waited in the socket's queue (the pause policy's buffer) is part of the
         // latency, not only the time after the receive thread took it.
-        cmd.args(["--json", "--rate", &args.rate])
+        // Losses are reported with the latencies, not a failed run.
+        cmd.args(["--json", "--allow-loss", "--rate", &args.rate])
             .args(["--duration", &args.seconds.to_string()])
             .args(["--probe", &args.granularity.to_string()]);
         if !args.read_time {

@@ -33,6 +33,7 @@ mod checks;
 mod host;
 mod latency;
 mod loss;
+mod report;
 mod shape;
 mod soak;
 
@@ -246,43 +247,54 @@ fn cargo() -> Command {
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
-    eprintln!("xtask: {cmd:?}");
-    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
-    if !status.success() {
-        bail!("{cmd:?} failed with {status}");
-    }
-    Ok(())
+    report::run(cmd)
 }
 
+/// `cargo xtask test`: every step quietly (output in target/xtask/logs/), one line each, and
+/// one summary line at the end.
 fn test(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
+    let started = std::time::Instant::now();
+    report::set_quiet();
+    let result = test_steps(no_install, loom, rest);
+    eprintln!("{}", report::summary_line(result.is_ok(), started));
+    result
+}
+
+fn test_steps(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
     if !no_install {
         install_packages()?;
     }
-    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    report::run_as("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     shape::check()?;
-    let clippy = |extra: &[&str]| {
-        run(cargo()
-            .args(["clippy", "--quiet", "--workspace", "--all-targets"])
-            .args(extra)
-            .args(["--", "-D", "warnings"]))
+    let clippy = |name: &str, extra: &[&str]| {
+        report::run_as(
+            name,
+            cargo()
+                .args(["clippy", "--quiet", "--workspace", "--all-targets"])
+                .args(extra)
+                .args(["--", "-D", "warnings"]),
+        )
     };
-    clippy(&[])?;
+    clippy("clippy", &[])?;
     // The real tracepoints (FFI and C provider) are checked where their headers exist.
     if installed("liblttng-ust-dev") {
-        clippy(&["--features", "lttng"])?;
+        clippy("clippy, lttng", &["--features", "lttng"])?;
     }
     // fsdr-net-io without io_uring: it builds, and neither io-uring nor tokio-uring is in it.
-    run(cargo().args([
-        "clippy",
-        "--quiet",
-        "-p",
-        "fsdr-net-io",
-        "--no-default-features",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    report::run_as(
+        "clippy, fsdr-net-io without uring",
+        cargo().args([
+            "clippy",
+            "--quiet",
+            "-p",
+            "fsdr-net-io",
+            "--no-default-features",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
     let tree = cargo()
         .args([
             "tree",
@@ -350,18 +362,27 @@ fn test(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
             cannot.join(", ")
         );
     }
-    run(tests
-        .args(["test", "--quiet", "--workspace", "--all-targets"])
-        .args(rest))?;
-    run(cargo()
-        .env("FUTURESDR_LOG", &log)
-        .args(["test", "--quiet", "--workspace", "--doc"]))?;
-    run(cargo().env("RUSTDOCFLAGS", "-D warnings").args([
-        "doc",
-        "--quiet",
-        "--no-deps",
-        "--workspace",
-    ]))?;
+    report::run_as(
+        "tests",
+        tests
+            .args(["test", "--quiet", "--workspace", "--all-targets"])
+            .args(rest),
+    )?;
+    report::run_as(
+        "doc tests",
+        cargo()
+            .env("FUTURESDR_LOG", &log)
+            .args(["test", "--quiet", "--workspace", "--doc"]),
+    )?;
+    report::run_as(
+        "rustdoc",
+        cargo().env("RUSTDOCFLAGS", "-D warnings").args([
+            "doc",
+            "--quiet",
+            "--no-deps",
+            "--workspace",
+        ]),
+    )?;
     if loom {
         loom_models()?;
     }
@@ -383,20 +404,23 @@ fn test(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
 /// The loom model tests of the notifier (the one hand-written synchronisation left; the
 /// index rings are `rtrb`'s): every interleaving of a notify against a waiting consumer.
 fn loom_models() -> Result<()> {
-    run(cargo()
-        .env("RUSTFLAGS", "--cfg loom")
-        .env("CARGO_TARGET_DIR", "target/loom")
-        .args([
-            "test",
-            "--quiet",
-            "--release",
-            "-p",
-            "fsdr-net-io",
-            // tokio (under tokio-uring) changes its API under cfg(loom).
-            "--no-default-features",
-            "--lib",
-            "loom",
-        ]))
+    report::run_as(
+        "loom models",
+        cargo()
+            .env("RUSTFLAGS", "--cfg loom")
+            .env("CARGO_TARGET_DIR", "target/loom")
+            .args([
+                "test",
+                "--quiet",
+                "--release",
+                "-p",
+                "fsdr-net-io",
+                // tokio (under tokio-uring) changes its API under cfg(loom).
+                "--no-default-features",
+                "--lib",
+                "loom",
+            ]),
+    )
 }
 
 /// The result line of an example: the last line of its output that is a JSON object (progress

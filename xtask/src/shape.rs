@@ -8,6 +8,10 @@
 //!   is how Rust modules nest. What is counted is a circle between modules that are not
 //!   each other's ancestors — siblings calling each other, a layer importing the layer that
 //!   imports it.
+//! - **Documents that stay readable**: README.md at most [`README_MAX`] bytes (a guide, not a
+//!   lab notebook), docs/PERFORMANCE.md at most [`PERFORMANCE_MAX`] (the current state;
+//!   dated sweeps go to docs/measurements/, which has an index), and every document the
+//!   README links to exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,6 +21,68 @@ use anyhow::{Context, Result, bail};
 
 /// The most lines a source file has without saying why.
 pub const MAX_LINES: usize = 600;
+
+/// The README's size limit in bytes (15 KB).
+pub const README_MAX: u64 = 15 * 1024;
+
+/// docs/PERFORMANCE.md's size limit in bytes (25 KB).
+pub const PERFORMANCE_MAX: u64 = 25 * 1024;
+
+/// Problems with the documents' sizes and the README's and ARCHITECTURE's local links.
+pub fn documents() -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for (path, max) in [
+        ("README.md", README_MAX),
+        ("docs/PERFORMANCE.md", PERFORMANCE_MAX),
+    ] {
+        match std::fs::metadata(path) {
+            Ok(m) if m.len() > max => problems.push(format!(
+                "{path} is {} bytes (over {max}): measurements and history belong in docs/measurements/",
+                m.len()
+            )),
+            Ok(_) => {}
+            Err(e) => problems.push(format!("{path}: {e}")),
+        }
+    }
+    if std::fs::metadata("docs/measurements/README.md").is_err() {
+        problems.push(
+            "docs/measurements/README.md (the index of dated measurements) is missing".into(),
+        );
+    }
+    for doc in [
+        "README.md",
+        "ARCHITECTURE.md",
+        "docs/PERFORMANCE.md",
+        "docs/measurements/README.md",
+    ] {
+        let Ok(text) = std::fs::read_to_string(doc) else {
+            continue;
+        };
+        let base = Path::new(doc).parent().unwrap_or(Path::new(""));
+        for target in local_links(&text) {
+            if !base.join(&target).exists() {
+                problems.push(format!("{doc} links to {target}, which does not exist"));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// The targets of a Markdown text's relative links (`](path)` or `](path#anchor)`), without
+/// web addresses.
+fn local_links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("](") {
+        rest = &rest[i + 2..];
+        let Some(end) = rest.find(')') else { break };
+        let target = rest[..end].split('#').next().unwrap_or("");
+        if !target.is_empty() && !target.contains("://") && !target.starts_with("mailto:") {
+            out.push(target.to_string());
+        }
+    }
+    out
+}
 
 /// The tracked Rust files (what git knows).
 fn rust_files() -> Result<Vec<PathBuf>> {
@@ -243,6 +309,7 @@ pub fn check() -> Result<()> {
     for c in cycles()? {
         problems.push(format!("import circle: {c}"));
     }
+    problems.extend(documents()?);
     if problems.is_empty() {
         Ok(())
     } else {
@@ -253,6 +320,12 @@ pub fn check() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_links_leave_out_web_addresses_and_anchors() {
+        let text = "see [a](docs/a.md#x), [b](https://x.org/y), [c](../c.md) and [d](#top)";
+        assert_eq!(local_links(text), ["docs/a.md", "../c.md"]);
+    }
 
     #[test]
     fn paths_resolve_crate_super_and_groups() {

@@ -49,6 +49,7 @@
 
 pub mod cpu_latency;
 pub mod depacketizer;
+pub mod diagnosis;
 pub mod emulator;
 pub mod engine;
 mod error;

@@ -9,9 +9,9 @@ use std::net::SocketAddr;
 /// ```
 /// use fsdr_net_io::StreamSelector;
 ///
-/// let ch1 = StreamSelector::Id(2); // VRT stream ID 2, or CHDR destination endpoint 2
-/// assert!(ch1.matches(Some(2), "127.0.0.1:5000".parse().unwrap()));
-/// assert!(!ch1.matches(Some(1), "127.0.0.1:5000".parse().unwrap()));
+/// let ch1 = StreamSelector::Id(1); // channel 1 (0-based): VRT stream ID 1, CHDR endpoint 1
+/// assert!(ch1.matches(Some(1), "127.0.0.1:5000".parse().unwrap()));
+/// assert!(!ch1.matches(Some(0), "127.0.0.1:5000".parse().unwrap()));
 /// assert_eq!(StreamSelector::key_of(Some(7), "127.0.0.1:5000".parse().unwrap()), "id 7 from 127.0.0.1:5000");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

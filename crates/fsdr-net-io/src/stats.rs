@@ -184,6 +184,25 @@ counters! {
         reordered, "Datagrams that arrived out of order and were put back in order.";
         unconsumed, "Datagrams received but not taken by the consumer before shutdown.";
         ambiguous, "Datagrams whose place the format could not prove (a short counter without timestamps: new data at a number behind the stream, after a loss of half the counter's period or more; delivered, and the loss counted modulo the period).";
+        stream_ns, "Nanoseconds from the arrival of the first delivered datagram to that of the latest: the stream's span, without the wait before it or the idle time after it (delivered_bytes / stream_ns is the stream's rate).";
+    }
+}
+
+/// The consumer's record of the delivered stream's span in arrival time
+/// ([`Stats::stream_ns`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct StreamSpan {
+    first_ns: Option<u64>,
+}
+
+impl StreamSpan {
+    /// A datagram that arrived at `arrival_ns` (CLOCK_MONOTONIC; 0: unknown) was delivered.
+    pub(crate) fn delivered(&mut self, arrival_ns: u64, to: &ConsumerCounters) {
+        if arrival_ns == 0 {
+            return;
+        }
+        let first = *self.first_ns.get_or_insert(arrival_ns);
+        to.stream_ns.max(arrival_ns.saturating_sub(first));
     }
 }
 
@@ -235,6 +254,23 @@ impl Stats {
             }
         }
         Ok(s)
+    }
+
+    /// The stream's span in seconds ([`Stats::stream_ns`]).
+    pub fn stream_seconds(&self) -> f64 {
+        self.stream_ns as f64 * 1e-9
+    }
+
+    /// Payload bytes per second over the stream's span (0 before two datagrams arrived):
+    /// the rate of the stream itself, which a rate over the whole run (waiting for the first
+    /// datagram, the idle time after the last) understates.
+    pub fn stream_bytes_per_second(&self) -> f64 {
+        if self.stream_ns == 0 || self.delivered < 2 {
+            return 0.0;
+        }
+        // The span runs from the first arrival to the last: it holds every datagram but one.
+        let per = self.delivered_bytes as f64 / self.delivered as f64;
+        per * (self.delivered - 1) as f64 / self.stream_seconds()
     }
 
     /// Every datagram the receive side dropped, for whatever reason, after the kernel.

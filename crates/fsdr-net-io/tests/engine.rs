@@ -505,3 +505,59 @@ fn kernel_timestamps_when_enabled() {
     let mono_age = fsdr_net_io::sys::monotonic_ns().saturating_sub(arrival.monotonic_ns);
     assert!(mono_age < 60_000_000_000, "{mono_age}");
 }
+
+/// `stream_ns` spans the stream's arrivals, not the wait before it or the idle time after it:
+/// the rate a summary divides by it is the stream's.
+#[test]
+fn the_stream_span_runs_from_the_first_arrival_to_the_last() {
+    use fsdr_net_io::send::Framer;
+    for &backend in Backend::ALL {
+        // Kernel receive timestamps: a datagram's arrival is when the kernel queued it, not
+        // when a (possibly late) receive thread took it.
+        let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.backend = backend;
+        cfg.format = Format::Seq64;
+        cfg.socket.timestamps = true;
+        let engine = Engine::start(cfg.clone()).unwrap_or_else(|e| {
+            // tokio-uring has no control messages: arrival is when the receive completed.
+            println!("{backend}: {e}; arrival read by the receive thread");
+            cfg.socket.timestamps = false;
+            Engine::start(cfg.clone()).unwrap()
+        });
+        let to = engine.local_addr();
+        // Idle before the stream: not part of it. Then 50 datagrams, each sent at least
+        // 2 ms after the one before.
+        let started = std::time::Instant::now();
+        std::thread::sleep(Duration::from_millis(100));
+        let sender = std::thread::spawn(move || {
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let mut framer = Framer::new(Format::Seq64);
+            let mut dg = [0u8; 1000];
+            for _ in 0..50 {
+                framer.frame(&mut dg, 992, 0).unwrap();
+                tx.send_to(&dg, to).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let r = consume_until_accounted(engine, 50, Duration::from_secs(60));
+        let wall = started.elapsed().as_secs_f64() - 0.1;
+        sender.join().unwrap();
+        let s = &r.stats;
+        assert_eq!(s.delivered, 50, "{backend}: {s}");
+        // At least 49 intervals of 2 ms between the kernel's arrivals; the 100 ms before
+        // the stream left out.
+        let span = s.stream_seconds();
+        if cfg.socket.timestamps {
+            assert!(span >= 0.098, "{backend}: {span} s: {s}");
+        }
+        assert!(
+            span > 0.0 && span < wall,
+            "{backend}: {span} s of {wall} s: {s}"
+        );
+        let rate = s.stream_bytes_per_second();
+        assert!(
+            (rate * span - 992.0 * 49.0).abs() < 1e-6 * rate,
+            "{backend}: {rate} B/s over {span} s"
+        );
+    }
+}

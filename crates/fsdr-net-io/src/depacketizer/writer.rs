@@ -158,7 +158,7 @@ impl<T: Item> Writer<'_, '_, T> {
 
     /// Whether a datagram with a payload of `payload_bytes` that is already at the writer's
     /// position can be taken by [`Writer::push_placed`]: decoding is a plain copy
-    /// ([`Decoder::is_copy`]), no zeros, staged data or partial item wait, the payload is
+    /// ([`Decoder::is_copy`](crate::sample::Decoder::is_copy)), no zeros, staged data or partial item wait, the payload is
     /// whole items and it fits.
     pub fn can_place(&self, payload_bytes: usize) -> bool {
         let dec = &self.dp.decoder;

@@ -42,13 +42,26 @@ pub struct Faults {
     pub channel: Option<usize>,
 }
 
-/// The stream ID the emulator gives channel `c` in `format`: VRT stream IDs 1, 2, …, CHDR
-/// destination endpoints 0, 1, ….
+/// The stream ID the emulator gives channel `c` in `format`: one convention for every format
+/// and flag, channels count from 0 and channel `c` is stream ID `c` (the VRT stream ID, the
+/// CHDR destination endpoint), as [`Faults::channel`] and the examples' `--fault-channel`
+/// count them. Formats without stream IDs (raw, seq64) have one channel per port.
+///
+/// ```
+/// use fsdr_net_io::Format;
+/// use fsdr_net_io::emulator::channel_stream_id;
+/// use fsdr_net_io::StreamSelector;
+///
+/// // The selectors of a two-channel VRT emulator's streams, in channel order.
+/// let streams: Vec<_> = (0..2).map(|c| StreamSelector::Id(channel_stream_id(Format::Vrt, c))).collect();
+/// assert_eq!(streams, [StreamSelector::Id(0), StreamSelector::Id(1)]);
+/// assert_eq!(channel_stream_id(Format::Chdr, 1), 1);
+/// ```
 pub fn channel_stream_id(format: Format, c: usize) -> u32 {
-    match format {
-        Format::Vrt => 1 + c as u32,
-        _ => c as u32,
-    }
+    // One rule for every format; the format is the argument so that a format with another
+    // numbering can be added without changing callers.
+    let _ = format;
+    c as u32
 }
 
 /// How to emulate.
@@ -90,8 +103,8 @@ pub struct EmulatorConfig {
     /// VRT: IF context packets to send beside the data (none by default).
     pub context: Option<ContextPlan>,
     /// Channels, as a multi-channel radio streams them to one port: one packet of each per
-    /// period of `spp` samples, interleaved, each a stream of its own (VRT stream IDs 1, 2,
-    /// …; CHDR destination endpoints 0, 1, …) with its own sequence numbers. Default 1.
+    /// period of `spp` samples, interleaved, each a stream of its own (channel `c` is stream ID `c`:
+    /// [`channel_stream_id`]) with its own sequence numbers. Default 1.
     /// `rate` is per channel; the report's packet and sample counts add up every channel.
     pub channels: usize,
 }

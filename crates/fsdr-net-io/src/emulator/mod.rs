@@ -195,7 +195,7 @@ impl Emulator {
         let mut framers: Vec<Framer> = (0..channels)
             .map(|c| {
                 let mut framer = Framer::new(cfg.format);
-                if channels > 1 {
+                if matches!(cfg.format, Format::Vrt | Format::Chdr) {
                     framer = framer.stream_id(cfg.stream_id(c));
                 }
                 if cfg.timestamps() {

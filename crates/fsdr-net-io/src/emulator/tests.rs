@@ -175,14 +175,37 @@ fn channels_interleave_with_their_own_ids_and_faults_stay_in_theirs() {
             .map(|i| i.seq.unwrap())
             .collect()
     };
-    // Channel 0 (stream 1) is whole and in order; channel 1 (stream 2) has its drops
+    // Channel 0 (stream 0) is whole and in order; channel 1 (stream 1) has its drops
     // and its reorders (VRT counts modulo 16).
+    let s0 = seqs(0);
+    assert_eq!(s0, (0..50).map(|k| k % 16).collect::<Vec<_>>());
     let s1 = seqs(1);
-    assert_eq!(s1, (0..50).map(|k| k % 16).collect::<Vec<_>>());
-    let s2 = seqs(2);
-    assert_eq!(s2.len(), 45);
-    assert_ne!(s2, (0..45).map(|k| k % 16).collect::<Vec<_>>());
+    assert_eq!(s1.len(), 45);
+    assert_ne!(s1, (0..45).map(|k| k % 16).collect::<Vec<_>>());
     assert_eq!(got.len(), 95);
+}
+
+#[test]
+fn channel_c_is_stream_id_c_in_every_format_with_stream_ids() {
+    for format in [Format::Vrt, Format::Chdr] {
+        for channels in [1usize, 3] {
+            let mut c = base(format);
+            c.channels = channels;
+            let (_, got) = capture(c);
+            let mut ids: Vec<u32> = got
+                .iter()
+                .filter_map(|dg| format.parse(dg).ok())
+                .filter_map(|i| i.stream_id)
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let expected: Vec<u32> = (0..channels)
+                .map(|c| channel_stream_id(format, c))
+                .collect();
+            assert_eq!(ids, expected, "{format}, {channels} channels");
+            assert_eq!(expected, (0..channels as u32).collect::<Vec<_>>());
+        }
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@ use super::datagram::Datagram;
 use super::meta::StreamKey;
 use super::slots::{ConsumerEnd, SlotPool};
 use crate::seq::{Gap, Released, SeqEvent, StreamOrder, Tracking};
-use crate::stats::ConsumerCounters;
+use crate::stats::{ConsumerCounters, StreamSpan};
 
 /// A datagram in a slot, as the consumer sees it before delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +78,8 @@ pub(crate) struct Consumer {
     /// to that thread (stored only when it changes: an in-order datagram costs no atomic).
     reorder_held: Vec<(usize, usize)>,
     pub(crate) stopped: bool,
+    /// The delivered stream's span in arrival time.
+    span: StreamSpan,
 }
 
 impl Consumer {
@@ -103,6 +105,7 @@ impl Consumer {
             pending: None,
             reorder_held: vec![(0, 0); threads],
             stopped: false,
+            span: StreamSpan::default(),
         }
     }
 
@@ -145,6 +148,7 @@ impl Consumer {
         let c = &self.shared.counters.consumer;
         c.delivered.add(1);
         c.delivered_bytes.add(u64::from(meta.info.payload_len));
+        self.span.delivered(meta.arrival.monotonic_ns, c);
         Datagram {
             pool,
             free: &mut self.ends[t].free,

@@ -167,7 +167,8 @@ pub struct DataHeader {
     pub timestamp: Option<u64>,
     /// End of burst (CHDR).
     pub eob: bool,
-    /// Stream identifier: VRT stream ID (default 1), CHDR destination endpoint (default 0).
+    /// Stream identifier: VRT stream ID, CHDR destination endpoint (default 0 in both:
+    /// channel 0, [`channel_stream_id`](crate::emulator::channel_stream_id)).
     pub stream_id: Option<u32>,
     /// Bytes of padding after the payload (VRT, to fill the last 32-bit word; announced in
     /// the class ID's pad bit count). At most 3.

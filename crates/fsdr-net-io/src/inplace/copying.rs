@@ -191,6 +191,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let counters = &self.shared.engine.counters.consumer;
         counters.delivered.add(1);
         counters.delivered_bytes.add(payload as u64);
+        self.span.delivered(o.arrival_ns, counters);
         true
     }
 }

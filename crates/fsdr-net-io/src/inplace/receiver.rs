@@ -125,6 +125,8 @@ pub(super) struct Receive<T, B> {
     pub(super) contexts: ContextTracker,
     /// How the stream's sequence numbers and timestamps are read.
     pub(super) tracking: Option<crate::seq::Tracking>,
+    /// The delivered stream's span in arrival time.
+    pub(super) span: crate::stats::StreamSpan,
 }
 
 impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
@@ -195,6 +197,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             deliver_context: cfg.deliver_context,
             contexts: ContextTracker::default(),
             tracking: cfg.tracking(),
+            span: Default::default(),
         }
     }
 

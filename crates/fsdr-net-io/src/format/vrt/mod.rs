@@ -451,7 +451,7 @@ pub(crate) fn emit_data_header(datagram: &mut [u8], h: &DataHeader) -> Result<()
     class_id.pad_bits = (8 * h.pad) as u8;
     VrtRepr {
         packet_type: 1,
-        stream_id: Some(h.stream_id.unwrap_or(1)),
+        stream_id: Some(h.stream_id.unwrap_or(0)),
         class_id: Some(class_id),
         trailer: None,
         timestamp: h.timestamp.map(|t| VrtTimestamp {

@@ -1,42 +1,4 @@
-//! [`SeqExtender`]: widens a short sequence number (VITA-49's 4 bits, CHDR's 16) to 64 bits,
-//! so that the tracker and the reorder stage work in a space where a lost packet can never
-//! look like a duplicate — as far as the format lets anyone tell.
-//!
-//! The rules, in order (the module documentation of [`seq`](crate::seq) states what each
-//! format can tell apart):
-//!
-//! 1. **A usable timestamp decides** (CHDR ticks, VRT sample counts or picoseconds, with a
-//!    known or learnt rate). Every packet gets an exact position on the stream's timeline.
-//!    A packet that starts `a` units after the end of the newest one follows the loss of
-//!    `k − 1` packets, where `k` is the smallest number with the counter's low bits that
-//!    the lost packets can hold: each holds at most the stream's largest payload and at
-//!    least one unit. No such `k`: with the counter one ahead it is a time jump without
-//!    loss (a device overflow, a burst's gap; tagged, not filled), otherwise the sender
-//!    restarted. A packet that starts behind the newest one is a duplicate, a late one or
-//!    a reordered one when its position and counter agree, and a restart when they do not.
-//! 2. **After an end of burst** the next burst may start at any time: the counter alone
-//!    sizes a loss there. So it does where a learnt ratio is not yet pinned well enough to
-//!    place a packet (its uncertainty over the distance reaches half a packet).
-//! 3. **Without a timestamp** the counter alone: the nearest number ahead or behind. A
-//!    number behind (or equal) is a duplicate only when the payload's fingerprint equals the
-//!    one received at that position; otherwise it is new data after a loss longer than half
-//!    the counter's period, delivered and flagged `ambiguous`. A number behind whose
-//!    position was never received is late (also flagged: the format cannot prove it).
-//! 4. **A restart number** (CHDR's 0) out of turn restarts the stream, except just across
-//!    the counter's wrap (within [`HISTORY`](super::HISTORY) ahead), where it is the
-//!    counter's own continuation.
-//!
-//! ```
-//! use fsdr_net_io::seq::{SeqExtender, SeqPacket};
-//!
-//! // VRT: 4-bit counter, 100 samples (400 bytes) per packet, TSF = sample count.
-//! let mut x = SeqExtender::new(4, None);
-//! let p = |seq, t| SeqPacket { seq, ticks: Some(t), payload: 400, ..Default::default() };
-//! assert_eq!(x.extend(&p(0, 0)).ext, 0);
-//! assert_eq!(x.extend(&p(1, 100)).ext, 1);
-//! // 16 packets lost: the counter says 1 ahead, the timestamp says 17.
-//! assert_eq!(x.extend(&p(2, 1_800)).ext, 18);
-//! ```
+//! The sequence extender: short counters widened to 64 bits (rules on [`SeqExtender`]).
 
 use super::clock::{RateEstimate, Ratio, Timebase};
 
@@ -185,7 +147,45 @@ impl Timeline {
     }
 }
 
-/// Extends short sequence numbers to 64 bits: see the [module documentation](self).
+/// [`SeqExtender`]: widens a short sequence number (VITA-49's 4 bits, CHDR's 16) to 64 bits,
+/// so that the tracker and the reorder stage work in a space where a lost packet can never
+/// look like a duplicate — as far as the format lets anyone tell.
+///
+/// The rules, in order (the module documentation of [`seq`](crate::seq) states what each
+/// format can tell apart):
+///
+/// 1. **A usable timestamp decides** (CHDR ticks, VRT sample counts or picoseconds, with a
+///    known or learnt rate). Every packet gets an exact position on the stream's timeline.
+///    A packet that starts `a` units after the end of the newest one follows the loss of
+///    `k − 1` packets, where `k` is the smallest number with the counter's low bits that
+///    the lost packets can hold: each holds at most the stream's largest payload and at
+///    least one unit. No such `k`: with the counter one ahead it is a time jump without
+///    loss (a device overflow, a burst's gap; tagged, not filled), otherwise the sender
+///    restarted. A packet that starts behind the newest one is a duplicate, a late one or
+///    a reordered one when its position and counter agree, and a restart when they do not.
+/// 2. **After an end of burst** the next burst may start at any time: the counter alone
+///    sizes a loss there. So it does where a learnt ratio is not yet pinned well enough to
+///    place a packet (its uncertainty over the distance reaches half a packet).
+/// 3. **Without a timestamp** the counter alone: the nearest number ahead or behind. A
+///    number behind (or equal) is a duplicate only when the payload's fingerprint equals the
+///    one received at that position; otherwise it is new data after a loss longer than half
+///    the counter's period, delivered and flagged `ambiguous`. A number behind whose
+///    position was never received is late (also flagged: the format cannot prove it).
+/// 4. **A restart number** (CHDR's 0) out of turn restarts the stream, except just across
+///    the counter's wrap (within [`HISTORY`](super::HISTORY) ahead), where it is the
+///    counter's own continuation.
+///
+/// ```
+/// use fsdr_net_io::seq::{SeqExtender, SeqPacket};
+///
+/// // VRT: 4-bit counter, 100 samples (400 bytes) per packet, TSF = sample count.
+/// let mut x = SeqExtender::new(4, None);
+/// let p = |seq, t| SeqPacket { seq, ticks: Some(t), payload: 400, ..Default::default() };
+/// assert_eq!(x.extend(&p(0, 0)).ext, 0);
+/// assert_eq!(x.extend(&p(1, 100)).ext, 1);
+/// // 16 packets lost: the counter says 1 ahead, the timestamp says 17.
+/// assert_eq!(x.extend(&p(2, 1_800)).ext, 18);
+/// ```
 #[derive(Debug, Clone)]
 pub struct SeqExtender {
     bits: u32,

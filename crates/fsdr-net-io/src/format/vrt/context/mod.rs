@@ -339,7 +339,7 @@ pub fn emit_context(
     sample_count: Option<u64>,
 ) -> Result<Vec<u8>, FormatError> {
     let mut p = Vrt::new_context_packet();
-    p.set_stream_id(Some(ctx.stream_id.unwrap_or(1)));
+    p.set_stream_id(Some(ctx.stream_id.unwrap_or(0)));
     let difi_standard = ctx.class_id == Some((DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS));
     if let Some((oui, info, class)) = ctx.class_id {
         let mut id = vita49::ClassIdentifier::default();

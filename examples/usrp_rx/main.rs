@@ -9,7 +9,9 @@
 //! cargo run --release --example usrp_rx -- --listen 0.0.0.0:49000 --mode full_packet
 //! ```
 
+#[path = "../common/mod.rs"]
 mod common;
+mod summary;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use clap::Parser;
 use common::{ContextArgs, FaultArgs, Mode, SignalArg, format_for, parse_f64};
 use fsdr_net::io::StreamSelector;
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Signal, channel_stream_id};
-use fsdr_net::io::host::CpuTimes;
+use fsdr_net::io::host::{CpuTimes, Load, LoadMeter};
 use fsdr_net::io::{Backend, Format, WireFormat};
 use fsdr_net::{
     MultiSourceStats, MultiUdpSource, ProbeSink, RampCheck, RampSample, SigmfItem, SigmfSink,
@@ -98,10 +100,17 @@ struct Args {
     /// Emulator context packets (VRT/DIFI).
     #[command(flatten)]
     context: ContextArgs,
-    /// Streams on the port, one output each (`vrt`: stream IDs 1..=N, `chdr`: destination
-    /// endpoints 0..N); the emulator sends that many channels.
+    /// Streams on the port, one output each: channel c (0-based, as --fault-channel) is VRT
+    /// stream ID c or CHDR destination endpoint c; the emulator sends that many channels.
     #[arg(long, default_value_t = 1)]
     channels: usize,
+    /// With --listen: the samples the device was asked for (UHD's `num_samps`). Samples lost
+    /// at the end of the stream, where no later sequence number can show them, then count.
+    #[arg(long, value_parser = common::parse_u64)]
+    expect_samples: Option<u64>,
+    /// Exit code on loss.
+    #[command(flatten)]
+    loss: common::loss::LossArgs,
     /// Runtime and engine tuning.
     #[command(flatten)]
     tuning: common::TuningArgs,
@@ -115,6 +124,8 @@ struct Outcome {
     discontinuities: Option<(u64, Option<u64>)>,
     /// Share of the machine's CPU time the hypervisor stole during the run.
     host_steal: Option<f64>,
+    /// Where the machine's CPU time went during the run.
+    load: Option<Load>,
 }
 
 fn build<T: RampSample>(
@@ -197,6 +208,7 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
     }
     let start = Instant::now();
     let cpu_before = CpuTimes::now();
+    let load = LoadMeter::start();
     let running = args.tuning.runtime().start(fg)?;
     started();
     let handle = running.handle();
@@ -269,6 +281,7 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
             )
         }),
         host_steal: cpu_before.and_then(|b| b.steal_to_now()),
+        load: load.finish(),
     })
 }
 
@@ -333,7 +346,8 @@ fn main() -> Result<()> {
             Some(t) => Some(t.join().expect("emulator thread")?),
             None => None,
         };
-        summarize_channels(&args, &per_channel, report.as_ref());
+        let lost = summary::channels(&args, &per_channel, report.as_ref());
+        args.loss.exit_on_loss(lost, "samples were");
         return Ok(());
     }
 
@@ -357,7 +371,8 @@ fn main() -> Result<()> {
         Some(t) => Some(t.join().expect("emulator thread")?),
         None => None,
     };
-    summarize(&args, format, &outcome, report.as_ref());
+    let lost = summary::single(&args, format, &outcome, report.as_ref());
+    args.loss.exit_on_loss(lost, "samples were");
     Ok(())
 }
 
@@ -367,6 +382,7 @@ struct ChannelsOutcome {
     /// Items and ramp discontinuities per output.
     outputs: Vec<(u64, u64)>,
     host_steal: Option<f64>,
+    load: Option<Load>,
     seconds: f64,
 }
 
@@ -392,6 +408,7 @@ fn run_channels<T: RampSample>(
     }
     let start = Instant::now();
     let cpu_before = CpuTimes::now();
+    let load = LoadMeter::start();
     let running = args.tuning.runtime().start(fg)?;
     let handle = running.handle();
     let limit = args.duration + if args.listen.is_some() { 0.0 } else { 10.0 };
@@ -420,177 +437,6 @@ fn run_channels<T: RampSample>(
         outputs,
         seconds: start.elapsed().as_secs_f64(),
         host_steal: cpu_before.and_then(|b| b.steal_to_now()),
+        load: load.finish(),
     })
-}
-
-/// The share of the machine's CPU time the hypervisor gave to other guests during the run:
-/// losses in a run with much of it are the host's.
-fn print_steal(steal: Option<f64>) {
-    if let Some(st) = steal {
-        println!(
-            "{:<24} {:.1} % of the machine's CPU time (the hypervisor ran other guests)",
-            "host steal time",
-            100.0 * st
-        );
-        if st >= 0.1 {
-            println!(
-                "{:<24} with this much of it, losses and rates measure the host more than the \
-                 receiver (`cargo xtask host` measures it alone)",
-                ""
-            );
-        }
-    }
-}
-
-fn summarize_channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorReport>) {
-    let sent = emu.map(|r| (r.samples_sent + r.dropped_samples) / args.channels as u64);
-    let channels: Vec<serde_json::Value> = o
-        .stats
-        .streams
-        .iter()
-        .zip(&o.outputs)
-        .map(|(s, &(items, disc))| {
-            let received = items - s.stream.zeros_inserted;
-            serde_json::json!({
-                "stream": s.selector,
-                "received": received,
-                "missed": s.missed,
-                "missed_samples": s.stream.missed_items,
-                "zeros": s.stream.zeros_inserted,
-                "success_rate": received as f64 / sent.unwrap_or(received + s.stream.missed_items).max(1) as f64,
-                "discontinuities": disc,
-            })
-        })
-        .collect();
-    if args.json {
-        let e = &o.stats.engine;
-        let json = serde_json::json!({
-            "seconds": o.seconds,
-            "sent_per_channel": sent,
-            "missed": o.stats.streams.iter().map(|s| s.missed).sum::<u64>(),
-            "kernel_drops": e.kernel_drops,
-            "overflows": e.overflow,
-            "channels": channels,
-            "skipped_by_stream": o.stats.skipped_by_stream,
-            "stats": o.stats.engine,
-            "emulator": emu,
-            "host_steal": o.host_steal,
-        });
-        println!("{json}");
-        return;
-    }
-    println!("{:<24} {:.2} s", "duration", o.seconds);
-    if let Some(sent) = sent {
-        println!("{:<24} {sent}", "samples sent / channel");
-    }
-    for (c, ch) in channels.iter().enumerate() {
-        println!("channel {c}: {ch}");
-    }
-    for (k, v) in &o.stats.skipped_by_stream {
-        println!("{:<24} {v} datagrams of {k}", "skipped");
-    }
-    println!("{:<24} {}", "kernel drops", o.stats.engine.kernel_drops);
-    println!("{:<24} {}", "overflows", o.stats.engine.overflow);
-    print_steal(o.host_steal);
-}
-
-/// Samples that never reached the flowgraph: those of the gaps the sequence numbers show,
-/// and those of datagrams lost where no later datagram could reveal them (the end of the
-/// stream, or a format without sequence numbers), estimated from the average datagram.
-fn lost_samples(o: &Outcome) -> u64 {
-    let e = &o.stats.engine;
-    let lost_datagrams = e.kernel_drops + e.overflow + e.truncated + e.malformed;
-    let unseen = lost_datagrams.saturating_sub(e.missed);
-    let per_datagram = (o.items - o.stats.stream.zeros_inserted) / e.delivered.max(1);
-    o.stats.stream.missed_items + unseen * per_datagram
-}
-
-fn summarize(args: &Args, format: Format, o: &Outcome, emu: Option<&EmulatorReport>) {
-    let s = &o.stats.engine;
-    let zeros = o.stats.stream.zeros_inserted;
-    let received = o.items - zeros;
-    let lost = lost_samples(o);
-    // Samples the sender produced: known from the emulator; for a device, what arrived plus
-    // every sample that did not (gaps, and datagrams dropped after the last one seen).
-    let sent = emu.map(|r| r.samples_sent + r.dropped_samples);
-    let success = received as f64 / sent.unwrap_or(received + lost).max(1) as f64;
-    let rate = received as f64 / o.seconds.max(1e-9);
-    let (disc, first) = o.discontinuities.unwrap_or((0, None));
-    if args.json {
-        let json = serde_json::json!({
-            "source": if args.listen.is_some() { "device" } else { "emulator" },
-            "backend": args.backend.name(),
-            "format": format.name(),
-            "seconds": o.seconds,
-            "sent": sent,
-            "received": received,
-            // The summary fields of the USRP issue, which scripts read at the top level
-            // (the full counters are under `stats`).
-            "missed": s.missed,
-            "kernel_drops": s.kernel_drops,
-            "overflows": s.overflow,
-            "duplicates": s.duplicates,
-            "late": s.late,
-            "reordered": s.reordered,
-            "resyncs": s.resyncs,
-            "malformed": s.malformed,
-            "truncated": s.truncated,
-            "rejected": s.rejected,
-            "datagrams": s.delivered,
-            "missed_samples": o.stats.stream.missed_items,
-            "lost_samples": lost,
-            "success_rate": success,
-            "rate_sps": rate,
-            "discontinuities": o.discontinuities.map(|_| disc),
-            "first_discontinuity": first,
-            "stats": o.stats,
-            "emulator": emu,
-            "host_steal": o.host_steal,
-        });
-        println!("{json}");
-        return;
-    }
-    println!(
-        "{:<24} {}",
-        "source",
-        if args.listen.is_some() {
-            "device"
-        } else {
-            "built-in emulator"
-        }
-    );
-    println!("{:<24} {} / {}", "backend / format", args.backend, format);
-    println!("{:<24} {:.2} s", "duration", o.seconds);
-    if let (Some(sent), Some(r)) = (sent, emu) {
-        println!("{:<24} {sent}", "samples sent");
-        println!(
-            "{:<24} {} (datagrams the kernel refused to send)",
-            "emulator send errors", r.send_errors
-        );
-    }
-    println!("{:<24} {received}", "samples received");
-    println!("{:<24} {:.2} Msps", "receive rate", rate / 1e6);
-    println!("{:<24} {:.6} %", "success rate", success * 100.0);
-    println!(
-        "{:<24} {} packets, {} samples ({} zero-filled); {} samples lost in all",
-        "missed", s.missed, o.stats.stream.missed_items, zeros, lost
-    );
-    println!("{:<24} {}", "kernel drops", s.kernel_drops);
-    println!("{:<24} {}", "overflows", s.overflow);
-    println!(
-        "{:<24} {} / {} / {} / {}",
-        "dup / late / reord / resync", s.duplicates, s.late, s.reordered, s.resyncs
-    );
-    println!(
-        "{:<24} {} / {} / {}",
-        "malformed / trunc / rej", s.malformed, s.truncated, s.rejected
-    );
-    if o.discontinuities.is_some() {
-        println!(
-            "{:<24} {disc} (first at sample {})",
-            "ramp discontinuities",
-            first.map_or("-".to_string(), |f| f.to_string())
-        );
-    }
-    print_steal(o.host_steal);
 }

@@ -34,6 +34,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
 
+mod load;
+pub use load::{Load, LoadMeter};
+
 /// How long the meter's thread sleeps each time.
 pub const PERIOD: Duration = Duration::from_millis(1);
 

@@ -1,0 +1,249 @@
+//! What `usrp_rx` prints at the end: the summary (text, or one JSON object whose fields are
+//! documented in docs/json.md and only ever added to), the sentences that say what happened
+//! to lost samples, and the number of samples lost, which decides the exit code.
+
+use fsdr_net::io::Format;
+use fsdr_net::io::emulator::EmulatorReport;
+use fsdr_net::io::host::Load;
+
+use super::{Args, ChannelsOutcome, Outcome};
+use fsdr_net::io::diagnosis::explain;
+
+/// Samples that never reached the flowgraph, as far as the receiver alone can tell: those of
+/// the gaps the sequence numbers show, and those of datagrams lost where no later datagram
+/// could reveal them (the end of the stream, or a format without sequence numbers),
+/// estimated from the average datagram.
+fn seen_lost_samples(o: &Outcome) -> u64 {
+    let e = &o.stats.engine;
+    let lost_datagrams = e.kernel_drops + e.overflow + e.truncated + e.malformed;
+    let unseen = lost_datagrams.saturating_sub(e.missed);
+    let per_datagram = (o.items - o.stats.stream.zeros_inserted) / e.delivered.max(1);
+    o.stats.stream.missed_items + unseen * per_datagram
+}
+
+/// Samples per second over the stream's span (first to last arrival), which holds every
+/// datagram but the last: the stream's rate, not diluted by the wait before the first
+/// datagram or the idle time after the last.
+fn stream_rate(received: u64, datagrams: u64, stream_seconds: f64) -> f64 {
+    if datagrams < 2 || stream_seconds <= 0.0 {
+        return 0.0;
+    }
+    received as f64 * (datagrams - 1) as f64 / datagrams as f64 / stream_seconds
+}
+
+fn print_load(load: Option<&Load>) {
+    if let Some(l) = load {
+        println!("{:<24} {l}", "machine CPU time");
+    }
+}
+
+fn print_explanation(words: &[String]) {
+    for (i, w) in words.iter().enumerate() {
+        println!("{:<24} {w}", if i == 0 { "what happened" } else { "" });
+    }
+}
+
+/// Prints the summary of a one-stream run; returns the samples lost.
+pub(super) fn single(
+    args: &Args,
+    format: Format,
+    o: &Outcome,
+    emu: Option<&EmulatorReport>,
+) -> u64 {
+    let s = &o.stats.engine;
+    let zeros = o.stats.stream.zeros_inserted;
+    let received = o.items - zeros;
+    // Samples the sender produced: known from the emulator, or from --expect-samples; for a
+    // device otherwise, what arrived plus every sample the receiver can tell did not.
+    let sent = emu
+        .map(|r| r.samples_sent + r.dropped_samples)
+        .or(args.expect_samples.filter(|_| args.listen.is_some()));
+    let seen = seen_lost_samples(o);
+    let lost = sent.map_or(seen, |n| n.saturating_sub(received));
+    // Lost where no sequence number could show it: after the last datagram that arrived.
+    let unseen = sent.map(|_| lost.saturating_sub(o.stats.stream.missed_items));
+    let success = received as f64 / sent.unwrap_or(received + lost).max(1) as f64;
+    let stream_seconds = s.stream_seconds();
+    let rate = stream_rate(received, s.delivered, stream_seconds);
+    let (disc, first) = o.discontinuities.unwrap_or((0, None));
+    let mut words = explain(s, emu.map_or(0, |r| r.dropped), o.load.as_ref());
+    if let Some(n) = unseen.filter(|&n| n > 0) {
+        words.push(format!(
+            "{n} samples at the end of the stream did not arrive: no later sequence number \
+             can show such a loss, only the known length of the stream."
+        ));
+    }
+    if format == Format::Raw && lost > 0 {
+        words.push(
+            "raw_payload carries no sequence numbers: lost packets cannot be placed or \
+             zero-filled (full_packet can)."
+                .to_string(),
+        );
+    }
+    if args.json {
+        let json = serde_json::json!({
+            "source": if args.listen.is_some() { "device" } else { "emulator" },
+            "backend": args.backend.name(),
+            "format": format.name(),
+            "seconds": o.seconds,
+            "sent": sent,
+            "received": received,
+            // The summary fields of the USRP issue, which scripts read at the top level
+            // (the full counters are under `stats`).
+            "missed": s.missed,
+            "kernel_drops": s.kernel_drops,
+            "overflows": s.overflow,
+            "duplicates": s.duplicates,
+            "late": s.late,
+            "reordered": s.reordered,
+            "resyncs": s.resyncs,
+            "malformed": s.malformed,
+            "truncated": s.truncated,
+            "rejected": s.rejected,
+            "datagrams": s.delivered,
+            "missed_samples": o.stats.stream.missed_items,
+            "lost_samples": lost,
+            "success_rate": success,
+            "rate_sps": rate,
+            "discontinuities": o.discontinuities.map(|_| disc),
+            "first_discontinuity": first,
+            "stats": o.stats,
+            "emulator": emu,
+            "host_steal": o.host_steal,
+            "stream_seconds": stream_seconds,
+            "unseen_lost_samples": unseen,
+            "load": o.load,
+            "explanation": words,
+        });
+        println!("{json}");
+        return lost;
+    }
+    println!(
+        "{:<24} {}",
+        "source",
+        if args.listen.is_some() {
+            "device"
+        } else {
+            "built-in emulator"
+        }
+    );
+    println!("{:<24} {} / {}", "backend / format", args.backend, format);
+    println!(
+        "{:<24} {:.2} s ({:.2} s from the first datagram to the last)",
+        "duration", o.seconds, stream_seconds
+    );
+    if let Some(sent) = sent {
+        println!("{:<24} {sent}", "samples sent");
+    }
+    if let Some(r) = emu {
+        println!(
+            "{:<24} {} (datagrams the kernel refused to send)",
+            "emulator send errors", r.send_errors
+        );
+    }
+    println!("{:<24} {received}", "samples received");
+    println!(
+        "{:<24} {:.2} Msps (the stream's)",
+        "receive rate",
+        rate / 1e6
+    );
+    println!("{:<24} {:.6} %", "success rate", success * 100.0);
+    println!(
+        "{:<24} {} packets, {} samples ({} zero-filled); {} samples lost in all",
+        "missed", s.missed, o.stats.stream.missed_items, zeros, lost
+    );
+    println!("{:<24} {}", "kernel drops", s.kernel_drops);
+    println!("{:<24} {}", "overflows", s.overflow);
+    println!(
+        "{:<24} {} / {} / {} / {}",
+        "dup / late / reord / resync", s.duplicates, s.late, s.reordered, s.resyncs
+    );
+    println!(
+        "{:<24} {} / {} / {}",
+        "malformed / trunc / rej", s.malformed, s.truncated, s.rejected
+    );
+    if o.discontinuities.is_some() {
+        println!(
+            "{:<24} {disc} (first at sample {})",
+            "ramp discontinuities",
+            first.map_or("-".to_string(), |f| f.to_string())
+        );
+    }
+    print_load(o.load.as_ref());
+    print_explanation(&words);
+    lost
+}
+
+/// Prints the summary of a `--channels` run; returns the samples lost over every channel.
+pub(super) fn channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorReport>) -> u64 {
+    let sent = emu.map(|r| (r.samples_sent + r.dropped_samples) / args.channels as u64);
+    let mut total = (0u64, 0u64, 0u64); // received, sent, lost
+    let channels: Vec<serde_json::Value> = o
+        .stats
+        .streams
+        .iter()
+        .zip(&o.outputs)
+        .map(|(s, &(items, disc))| {
+            let received = items - s.stream.zeros_inserted;
+            let expected = sent.unwrap_or(received + s.stream.missed_items);
+            let lost = expected.saturating_sub(received);
+            total = (total.0 + received, total.1 + expected, total.2 + lost);
+            serde_json::json!({
+                "stream": s.selector,
+                "received": received,
+                "missed": s.missed,
+                "missed_samples": s.stream.missed_items,
+                "zeros": s.stream.zeros_inserted,
+                "success_rate": received as f64 / expected.max(1) as f64,
+                "discontinuities": disc,
+            })
+        })
+        .collect();
+    let (received, expected, lost) = total;
+    let e = &o.stats.engine;
+    let missed: u64 = o.stats.streams.iter().map(|s| s.missed).sum();
+    let words = explain(e, emu.map_or(0, |r| r.dropped), o.load.as_ref());
+    let stream_seconds = e.stream_seconds();
+    if args.json {
+        let json = serde_json::json!({
+            "seconds": o.seconds,
+            "sent_per_channel": sent,
+            "missed": missed,
+            "kernel_drops": e.kernel_drops,
+            "overflows": e.overflow,
+            "channels": channels,
+            "skipped_by_stream": o.stats.skipped_by_stream,
+            "stats": o.stats.engine,
+            "emulator": emu,
+            "host_steal": o.host_steal,
+            "sent": sent.map(|_| expected),
+            "received": received,
+            "lost_samples": lost,
+            "success_rate": received as f64 / expected.max(1) as f64,
+            "rate_sps": stream_rate(received, e.delivered, stream_seconds),
+            "stream_seconds": stream_seconds,
+            "load": o.load,
+            "explanation": words,
+        });
+        println!("{json}");
+        return lost;
+    }
+    println!(
+        "{:<24} {:.2} s ({:.2} s from the first datagram to the last)",
+        "duration", o.seconds, stream_seconds
+    );
+    if let Some(sent) = sent {
+        println!("{:<24} {sent}", "samples sent / channel");
+    }
+    for (c, ch) in channels.iter().enumerate() {
+        println!("channel {c}: {ch}");
+    }
+    for (k, v) in &o.stats.skipped_by_stream {
+        println!("{:<24} {v} datagrams of {k}", "skipped");
+    }
+    println!("{:<24} {}", "kernel drops", e.kernel_drops);
+    println!("{:<24} {}", "overflows", e.overflow);
+    print_load(o.load.as_ref());
+    print_explanation(&words);
+    lost
+}

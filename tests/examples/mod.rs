@@ -1,0 +1,79 @@
+//! Running the examples from tests: built once (debug, as the rest of the tests), started
+//! as processes, their JSON read from the last line of stdout.
+#![allow(dead_code)]
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The examples the tests run.
+const EXAMPLES: &[&str] = &[
+    "usrp_sim",
+    "usrp_rx",
+    "rx_to_mem",
+    "loss_rx",
+    "inplace_rx",
+    "latency",
+    "embed",
+];
+
+/// The path of an example's binary, after building every example the tests run once.
+pub fn example(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args(["build", "--quiet"]);
+        for e in EXAMPLES {
+            cargo.args(["--example", e]);
+        }
+        let status = cargo.status().expect("cargo runs");
+        assert!(status.success(), "building the examples");
+    });
+    assert!(EXAMPLES.contains(&name), "{name} is not in EXAMPLES");
+    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    p.push("target/debug/examples");
+    p.push(name);
+    p
+}
+
+/// A UDP port that was free a moment ago.
+pub fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until a receiving example says on stderr that it has bound its socket (a fixed
+/// sleep races a loaded machine: a whole stream could go out before the port is open).
+/// Its stderr is echoed to the test's.
+pub fn wait_until_listening(rx: &mut std::process::Child) {
+    use std::io::BufRead;
+    let stderr = rx.stderr.take().expect("stderr piped");
+    let (ready, bound) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("listening on") {
+                let _ = ready.send(());
+            }
+            eprintln!("example: {line}");
+        }
+    });
+    bound
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the example binds its socket");
+}
+
+/// The JSON object on the last line of an example's stdout.
+pub fn last_json(stdout: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(stdout);
+    serde_json::from_str(text.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {text}"))
+}

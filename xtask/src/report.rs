@@ -1,0 +1,211 @@
+//! How the xtask runs commands and what it prints. Interactive tasks show a command's output
+//! as it comes. `cargo xtask test` runs quietly: each command's output goes to a log of its
+//! own (`target/xtask/logs/NN-step.log`), the terminal gets one line per step, a failing
+//! step's last lines and its log's path, and at the end one summary line (steps, tests,
+//! time). Bench smoke runs and criterion's "Testing … Success" then stay in the logs.
+
+use std::fs::File;
+use std::io::{Read, Seek};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+static TOTALS: Mutex<Totals> = Mutex::new(Totals::new());
+
+/// What the quiet commands ran so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Commands run.
+    pub steps: u32,
+    /// Tests that passed, over every `test result:` line (a test run twice, under Miri and
+    /// natively, counts twice).
+    pub passed: u64,
+    /// Tests that failed.
+    pub failed: u64,
+    /// Tests ignored.
+    pub ignored: u64,
+}
+
+impl Totals {
+    const fn new() -> Totals {
+        Totals {
+            steps: 0,
+            passed: 0,
+            failed: 0,
+            ignored: 0,
+        }
+    }
+
+    /// Adds the `test result: ok. 12 passed; 0 failed; 1 ignored; …` lines of `log`.
+    fn add_results(&mut self, log: &str) {
+        for line in log.lines() {
+            let Some(rest) = line.trim().strip_prefix("test result: ") else {
+                continue;
+            };
+            for part in rest.split(';') {
+                let mut words = part.split_whitespace().rev();
+                let (Some(what), Some(n)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let Ok(n) = n.parse::<u64>() else { continue };
+                match what {
+                    "passed" => self.passed += n,
+                    "failed" => self.failed += n,
+                    "ignored" => self.ignored += n,
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// From now on, commands run quietly (their output to logs).
+pub fn set_quiet() {
+    QUIET.store(true, Ordering::Relaxed);
+    let _ = std::fs::remove_dir_all(log_dir());
+}
+
+/// Whether commands run quietly.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// The totals so far.
+pub fn totals() -> Totals {
+    *TOTALS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn log_dir() -> PathBuf {
+    PathBuf::from("target/xtask/logs")
+}
+
+/// A short name for a command: the program's name and its first words that are not
+/// options ("cargo clippy", "cargo test", "apt-get install").
+fn short_name(cmd: &Command) -> String {
+    let program = PathBuf::from(cmd.get_program());
+    let program = program
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let mut words = vec![program];
+    for a in cmd.get_args().map(|a| a.to_string_lossy().into_owned()) {
+        if a.starts_with('-') || words.len() >= 3 {
+            break;
+        }
+        words.push(a);
+    }
+    words.join(" ")
+}
+
+/// Runs a command to its end; an error when it fails. Quiet: output to a log, one line here.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let name = short_name(cmd);
+    run_as(&name, cmd)
+}
+
+/// [`run`], the step named `name` on its line.
+pub fn run_as(name: &str, cmd: &mut Command) -> Result<()> {
+    if !quiet() {
+        eprintln!("xtask: {cmd:?}");
+        let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+        if !status.success() {
+            bail!("{cmd:?} failed with {status}");
+        }
+        return Ok(());
+    }
+    let step = {
+        let mut t = TOTALS.lock().unwrap_or_else(|e| e.into_inner());
+        t.steps += 1;
+        t.steps
+    };
+    std::fs::create_dir_all(log_dir())?;
+    let path = log_dir().join(format!("{step:02}-{}.log", name.replace([' ', '/'], "-")));
+    let mut log = File::options()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    use std::io::Write;
+    writeln!(log, "$ {cmd:?}")?;
+    let start = Instant::now();
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log.try_clone()?)
+        .status()
+        .with_context(|| format!("running {cmd:?}"))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let mut text = String::new();
+    log.rewind()?;
+    log.read_to_string(&mut text)?;
+    let before = totals();
+    TOTALS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .add_results(&text);
+    let ran = totals().passed - before.passed;
+    let tests = if ran > 0 {
+        format!(", {ran} tests")
+    } else {
+        String::new()
+    };
+    if status.success() {
+        eprintln!("xtask: {step:>2} {name:<28} ok ({seconds:.0} s{tests})");
+        return Ok(());
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(80)..];
+    eprintln!("{}", tail.join("\n"));
+    bail!(
+        "{name} failed with {status} after {seconds:.0} s; its whole output: {}",
+        path.display()
+    )
+}
+
+/// The one line `cargo xtask test` ends with.
+pub fn summary_line(passed: bool, started: Instant) -> String {
+    let t = totals();
+    let s = started.elapsed().as_secs();
+    format!(
+        "cargo xtask test: {} — {} steps, {} tests passed, {} failed, {} ignored, {} min {:02} s",
+        if passed { "passed" } else { "FAILED" },
+        t.steps,
+        t.passed,
+        t.failed,
+        t.ignored,
+        s / 60,
+        s % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_result_lines_add_up() {
+        let mut t = Totals::new();
+        t.add_results(
+            "running 3 tests\n...\ntest result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.01s\n\
+             test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 4 filtered out\n\
+             mio 64 B: delivered 1 of 2816 received\n",
+        );
+        assert_eq!((t.passed, t.failed, t.ignored), (5, 1, 1));
+    }
+
+    #[test]
+    fn commands_are_named_by_their_first_words() {
+        let mut c = Command::new("/usr/bin/cargo");
+        c.args(["clippy", "--quiet", "--workspace"]);
+        assert_eq!(short_name(&c), "cargo clippy");
+        let mut c = Command::new("cargo");
+        c.args(["+nightly", "miri", "test", "--quiet"]);
+        assert_eq!(short_name(&c), "cargo +nightly miri");
+    }
+}
