@@ -48,6 +48,9 @@ struct Args {
     /// Exit code on loss.
     #[command(flatten)]
     loss: common::loss::LossArgs,
+    /// Multicast: --listen 239.x.y.z:PORT joins a group.
+    #[command(flatten)]
+    multicast: common::multicast::RxMulticastArgs,
 }
 
 fn print_message(port: &'static str) -> impl Fn(&Pmt) + Send + Sync + 'static {
@@ -67,6 +70,7 @@ fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let args = Args::parse();
+    let group = args.multicast.group(args.listen)?;
     let bind = args
         .listen
         .unwrap_or_else(|| "127.0.0.1:0".parse().unwrap());
@@ -78,6 +82,8 @@ fn main() -> Result<()> {
         .stats_interval(Some(Duration::from_millis(500)))
         .finish_after_idle(Duration::from_secs(1))
         .first_datagram_within(Duration::from_secs(30))
+        .configure(|c| c.socket.multicast_source = args.multicast.source)
+        .configure(|c| c.socket.multicast = group)
         .build()
         .context("building the source")?;
     eprintln!("listening on {}", src.local_addr());

@@ -57,12 +57,16 @@ struct Args {
     /// Runtime and engine tuning.
     #[command(flatten)]
     tuning: common::TuningArgs,
+    /// Multicast: --listen 239.x.y.z:PORT joins a group.
+    #[command(flatten)]
+    multicast: common::multicast::RxMulticastArgs,
 }
 
 fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let args = Args::parse();
+    let group = args.multicast.group(args.listen)?;
     let bind = args
         .listen
         .unwrap_or_else(|| "127.0.0.1:0".parse().unwrap());
@@ -74,7 +78,9 @@ fn main() -> Result<()> {
         .zero_fill_missed(true)
         .stats_interval(None)
         .finish_after_idle(Duration::from_secs(1))
-        .first_datagram_within(Duration::from_secs_f64(args.duration + 30.0));
+        .first_datagram_within(Duration::from_secs_f64(args.duration + 30.0))
+        .configure(|c| c.socket.multicast_source = args.multicast.source)
+        .configure(|c| c.socket.multicast = group);
     let src: InPlaceUdpSource<Complex<i16>> = args
         .tuning
         .source(b)

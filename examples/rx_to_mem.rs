@@ -76,6 +76,9 @@ struct Args {
     /// Exit code on loss.
     #[command(flatten)]
     loss: common::loss::LossArgs,
+    /// Multicast: --listen 239.x.y.z:PORT joins a group.
+    #[command(flatten)]
+    multicast: common::multicast::RxMulticastArgs,
 }
 
 fn parse_spread(s: &str) -> Result<ReuseportSpread, String> {
@@ -105,6 +108,7 @@ fn main() -> Result<()> {
     cfg.reuseport_threads = args.threads;
     cfg.reuseport_spread = args.spread;
     cfg.uring_depth = args.uring_depth;
+    args.multicast.apply(args.listen, &mut cfg.socket)?;
     let mut engine =
         Engine::start(cfg).with_context(|| format!("starting the {} engine", args.backend))?;
     // Installed before saying so: a Ctrl-C from then on prints the final figures.

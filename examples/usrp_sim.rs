@@ -63,6 +63,9 @@ struct Args {
     /// Paced: microseconds of stream sent back to back per call (0: one packet per call).
     #[arg(long, default_value_t = 100.0)]
     burst_us: f64,
+    /// Multicast: --dest 239.x.y.z:PORT sends to a group.
+    #[command(flatten)]
+    multicast: common::multicast::TxMulticastArgs,
 }
 
 fn main() -> Result<()> {
@@ -85,6 +88,8 @@ fn main() -> Result<()> {
     }
     cfg.unpaced = args.unpaced;
     cfg.burst = Duration::from_secs_f64(args.burst_us.max(0.0) * 1e-6);
+    (cfg.multicast_if, cfg.multicast_if_v6, cfg.multicast_ttl) =
+        args.multicast.sending(args.dest)?;
     let emulator = Emulator::new(cfg)?;
     let stop = emulator.stop_flag();
     ctrlc::set_handler(move || stop.store(true, std::sync::atomic::Ordering::Relaxed))?;

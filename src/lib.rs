@@ -89,7 +89,7 @@ pub use message_collector::MessageCollector;
 pub use probe::{Probe, ProbeSink, ProbeSource, ProbeSpec};
 pub use ramp_check::{RampCheck, RampSample};
 pub use sigmf_sink::{SigmfItem, SigmfSink, SigmfSinkBuilder};
-pub use udp_sink::{UdpSink, UdpSinkBuilder};
+pub use udp_sink::{TAG_TX_EOB, TAG_TX_SOB, TAG_TX_TIME, UdpSink, UdpSinkBuilder};
 pub use udp_source::{
     InPlaceUdpSource, MultiSourceStats, MultiUdpSource, RxTime, SourceStats, StreamStats, TAG_EOB,
     TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, UdpSource, UdpSourceBuilder,
@@ -103,6 +103,7 @@ pub use udp_source::{
 ///
 /// let _ = (Format::Chdr, Backend::Mio, WireFormat::Sc16Chdr, StreamSelector::Id(1));
 /// let _ = (TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, TAG_EOB);
+/// let _ = (TAG_TX_SOB, TAG_TX_EOB, TAG_TX_TIME);
 /// // The three sources (one builder) and the sink are all here, without further imports.
 /// let _: fn(UdpSourceBuilder<Complex32>) -> Result<InPlaceUdpSource<Complex32>, Error> =
 ///     UdpSourceBuilder::build_in_place;
@@ -116,7 +117,7 @@ pub mod prelude {
     pub use crate::io::{Backend, Format, Stats, StreamSelector};
     pub use crate::{
         Error, InPlaceUdpSource, MessageCollector, MultiUdpSource, ProbeSink, ProbeSource, RxTime,
-        SigmfSink, SourceStats, TAG_EOB, TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, UdpSink,
-        UdpSinkBuilder, UdpSource, UdpSourceBuilder,
+        SigmfSink, SourceStats, TAG_EOB, TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, TAG_TX_EOB,
+        TAG_TX_SOB, TAG_TX_TIME, UdpSink, UdpSinkBuilder, UdpSource, UdpSourceBuilder,
     };
 }

@@ -279,3 +279,4 @@ impl TuningArgs {
     }
 }
 pub mod loss;
+pub mod multicast;

@@ -60,6 +60,9 @@ struct Args {
     /// its first worker (instead of the default runtime): a hand-over then wakes one worker.
     #[arg(long)]
     flow_pinned: bool,
+    /// Multicast: --bind 239.x.y.z:PORT joins a group.
+    #[command(flatten)]
+    multicast: common::multicast::RxMulticastArgs,
 }
 
 /// What one receiver run reports.
@@ -97,6 +100,7 @@ impl Outcome {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    args.multicast.group(Some(args.bind))?;
     // Logs go to stderr: stdout carries the address line and the JSON result.
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
@@ -204,6 +208,7 @@ fn announce(addr: SocketAddr) {
 /// User plus system CPU time of this process so far.
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage writes into the zeroed struct it is given.
+    // Checked by: `every_loss_harness_receiver_accounts_for_every_datagram`.
     let usage = unsafe {
         let mut u: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_SELF, &mut u);

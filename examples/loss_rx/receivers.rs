@@ -34,7 +34,11 @@ pub(crate) fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
         .max_datagram(args.size.max(9000))
         .stats_interval(None)
         .finish_after_idle(Duration::from_secs_f64(args.idle))
-        .first_datagram_within(Duration::from_secs_f64(args.timeout));
+        .first_datagram_within(Duration::from_secs_f64(args.timeout))
+        .configure(|c| {
+            // Checked in main before any receiver starts.
+            let _ = args.multicast.apply(Some(args.bind), &mut c.socket);
+        });
     args.tuning.source(b)
 }
 
@@ -122,6 +126,7 @@ pub(crate) fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
     engine.format = args.format;
     engine.slot_size = args.size.max(9000);
     args.tuning.apply(&mut engine);
+    args.multicast.apply(Some(args.bind), &mut engine.socket)?;
     const BUFFERS: usize = 32;
     let per_buffer = args.tuning.buffer_datagrams.unwrap_or(64);
     if per_buffer == 0 {
@@ -175,6 +180,7 @@ pub(crate) fn engine(args: &Args, backend: Backend, inline: bool) -> Result<Outc
     cfg.format = args.format;
     cfg.slot_size = args.size.max(9000);
     args.tuning.apply(&mut cfg);
+    args.multicast.apply(Some(args.bind), &mut cfg.socket)?;
     let mut engine = if inline {
         Engine::start_inline(cfg)?
     } else {
@@ -240,7 +246,9 @@ impl StreamEnd {
 
 pub(crate) fn reference(args: &Args) -> Result<Outcome> {
     // The same socket setup as the engine's (receive buffer forced up), then one plain loop.
-    let opened = open_socket(&SocketConfig::new(args.bind), false)?;
+    let mut socket = SocketConfig::new(args.bind);
+    args.multicast.apply(Some(args.bind), &mut socket)?;
+    let opened = open_socket(&socket, false)?;
     announce(opened.local_addr);
     const BATCH: usize = 64;
     let slot = args.size.max(9000);
@@ -257,6 +265,7 @@ pub(crate) fn reference(args: &Args) -> Result<Outcome> {
     loop {
         for (i, chunk) in bufs.chunks_mut(slot).enumerate() {
             // SAFETY: the buffers outlive the call and nothing else uses them meanwhile.
+            // Checked by: `every_loss_harness_receiver_accounts_for_every_datagram`.
             unsafe { batch.set_buffer(i, chunk.as_mut_ptr(), chunk.len()) };
         }
         match batch.recv(&opened.socket, BATCH, Wait::ForOne) {
@@ -356,6 +365,9 @@ pub(crate) fn proc_udp_drops(port: u16) -> Option<u64> {
 }
 
 pub(crate) fn futuresdr_source(args: &Args) -> Result<Outcome> {
+    if args.bind.ip().is_multicast() {
+        bail!("FutureSDR's UdpSource cannot join a multicast group");
+    }
     // The block binds in init(); pick a free port first so the address can be announced.
     let port = match args.bind.port() {
         0 => std::net::UdpSocket::bind(args.bind)?.local_addr()?.port(),

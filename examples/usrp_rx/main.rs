@@ -111,6 +111,9 @@ struct Args {
     /// Exit code on loss.
     #[command(flatten)]
     loss: common::loss::LossArgs,
+    /// Multicast: --listen 239.x.y.z:PORT joins a group.
+    #[command(flatten)]
+    multicast: common::multicast::RxMulticastArgs,
     /// Runtime and engine tuning.
     #[command(flatten)]
     tuning: common::TuningArgs,
@@ -147,6 +150,13 @@ fn build<T: RampSample>(
         .sample_rate(args.rate)
         .stats_interval(None);
     b = args.tuning.source(b);
+    // Checked in main before anything starts.
+    if let Ok(Some(group)) = args.multicast.group(args.listen) {
+        b = b.multicast(group);
+        if let Some(source) = args.multicast.source {
+            b = b.multicast_source(source);
+        }
+    }
     // A USRP's (and the emulator's) samples: sc16, big-endian in VRT, little-endian
     // otherwise (also in raw_payload mode, which has no header to say so).
     b = b.wire_format(
@@ -289,6 +299,7 @@ fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let args = Args::parse();
+    args.multicast.group(args.listen)?;
     let format = format_for(args.mode, args.format);
     let bind = args
         .listen

@@ -73,6 +73,18 @@ pub(super) fn single(
              can show such a loss, only the known length of the stream."
         ));
     }
+    // A USRP ends a stream it stops with an end of burst. A device stream that went quiet
+    // (the run ended before --duration) without one lost its end, and no sequence number
+    // can say how much of it.
+    let ended = o.stats.stream.ended_with_end_of_burst();
+    let went_quiet = args.listen.is_some() && o.seconds + 0.5 < args.duration;
+    if format == Format::Chdr && went_quiet && unseen.is_none() && ended != Some(true) {
+        words.push(
+            "the stream went quiet without an end of burst: its last packets were lost, and \
+             no sequence number can show how many (--expect-samples counts them)."
+                .to_string(),
+        );
+    }
     if format == Format::Raw && lost > 0 {
         words.push(
             "raw_payload carries no sequence numbers: lost packets cannot be placed or \
@@ -114,6 +126,7 @@ pub(super) fn single(
             "unseen_lost_samples": unseen,
             "load": o.load,
             "explanation": words,
+            "ended_with_eob": ended,
         });
         println!("{json}");
         return lost;
@@ -154,6 +167,15 @@ pub(super) fn single(
     );
     println!("{:<24} {}", "kernel drops", s.kernel_drops);
     println!("{:<24} {}", "overflows", s.overflow);
+    println!(
+        "{:<24} {}",
+        "stream end",
+        match ended {
+            Some(true) => "seen (its last packet ended the burst)",
+            Some(false) => "not seen (earlier bursts ended, the last did not)",
+            None => "not marked (no packet ended a burst)",
+        }
+    );
     println!(
         "{:<24} {} / {} / {} / {}",
         "dup / late / reord / resync", s.duplicates, s.late, s.reordered, s.resyncs
@@ -196,6 +218,7 @@ pub(super) fn channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorRe
                 "zeros": s.stream.zeros_inserted,
                 "success_rate": received as f64 / expected.max(1) as f64,
                 "discontinuities": disc,
+                "ended_with_eob": s.stream.ended_with_end_of_burst(),
             })
         })
         .collect();

@@ -205,6 +205,9 @@ impl<T: Item> UdpSinkBuilder<T> {
             not_before: None,
             items_sent: 0,
             batch_workers: self.batch_workers,
+            eob_flag: self.format == Format::Chdr,
+            open_burst: false,
+            warned_time: false,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! [`UdpSink`]: sends a stream as datagrams in any format of `fsdr-net-io`.
 
 mod builder;
+mod bursts;
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use futuresdr::runtime::Timer;
 use futuresdr::runtime::dev::prelude::*;
 
 pub use builder::UdpSinkBuilder;
+pub use bursts::{TAG_TX_EOB, TAG_TX_SOB, TAG_TX_TIME};
 
 /// Where a sink's datagrams go out.
 enum Out {
@@ -30,6 +32,16 @@ enum Out {
 /// ends, the remaining items go out in a last, shorter datagram; VRT payloads that do not
 /// fill a 32-bit word are padded (announced in the class ID's pad bit count, counted in
 /// [`SendStats::pad_bytes`]).
+///
+/// Tags make bursts, with UHD's names: [`TAG_TX_SOB`] on a burst's first item,
+/// [`TAG_TX_EOB`] on its last, [`TAG_TX_TIME`] on the item a device time belongs to. A
+/// datagram never spans a burst's start or end: a burst of N items becomes exactly the
+/// datagrams its length needs, the last one short. In CHDR a burst's last datagram, and the
+/// stream's last one when the input ends, carry the end-of-burst flag (an empty datagram
+/// when the input ends after its last items went out), as a USRP marks them; the receiving
+/// [`UdpSource`](crate::UdpSource) tags that item [`TAG_EOB`](crate::TAG_EOB). A
+/// `tx_time` re-anchors the timestamps (CHDR, VRT with the builder's
+/// [`timestamps`](UdpSinkBuilder::timestamps)); the datagrams after it follow the items sent.
 ///
 /// # Stream Inputs
 ///
@@ -66,6 +78,12 @@ pub struct UdpSink<T: Item> {
     items_sent: u64,
     /// Move the worker threads this block runs on to SCHED_BATCH.
     batch_workers: bool,
+    /// The format has an end-of-burst flag (CHDR).
+    eob_flag: bool,
+    /// Datagrams went out since the last end of burst.
+    open_burst: bool,
+    /// A `tx_time` tag on a stream without timestamps was reported.
+    warned_time: bool,
 }
 
 /// How items become datagrams.
@@ -77,13 +95,15 @@ struct Framing<T> {
 }
 
 impl<T: Item> Framing<T> {
-    /// Frames and encodes `n_dg` datagrams of `items` into `target` (the last one `last`
-    /// items when non-zero); returns (bytes, items, segment length).
+    /// Frames and encodes `n_dg` datagrams of `items` into `target`, the last one `last`
+    /// items when non-zero and ending a burst when `eob`; returns (bytes, items, segment
+    /// length: every datagram but a shorter last one has it, as UDP GSO asks).
     fn frame(
         &mut self,
         items: &[T],
         n_dg: usize,
         last: usize,
+        eob: bool,
         target: &mut Vec<u8>,
     ) -> Result<(usize, usize, usize)> {
         let per = self.payload_items;
@@ -93,7 +113,8 @@ impl<T: Item> Framing<T> {
         let full_len = header + full_payload + self.framer.pad_for(full_payload);
         let (mut bytes, mut sent_items) = (0, 0);
         for k in 0..n_dg {
-            let count = if last > 0 { last } else { per };
+            let final_one = k + 1 == n_dg;
+            let count = if final_one && last > 0 { last } else { per };
             let payload = count * wb;
             let pad = self.framer.pad_for(payload);
             let len = header + payload + pad;
@@ -101,9 +122,12 @@ impl<T: Item> Framing<T> {
                 target.resize(bytes + len, 0);
             }
             let dg = &mut target[bytes..bytes + len];
-            self.framer
-                .frame(dg, count as u64, pad)
-                .map_err(|e| anyhow::anyhow!("framing a datagram: {e}"))?;
+            if final_one && eob {
+                self.framer.frame_end_of_burst(dg, count as u64, pad)
+            } else {
+                self.framer.frame(dg, count as u64, pad)
+            }
+            .map_err(|e| anyhow::anyhow!("framing a datagram: {e}"))?;
             self.encoder.encode(
                 &items[k * per..k * per + count],
                 &mut dg[header..header + payload],
@@ -112,12 +136,38 @@ impl<T: Item> Framing<T> {
             bytes += len;
             sent_items += count;
         }
-        let segment = if last > 0 { bytes } else { full_len };
+        let segment = if n_dg == 1 { bytes } else { full_len };
         Ok((bytes, sent_items, segment))
     }
 }
 
 impl<T: Item> UdpSink<T> {
+    /// Sends a datagram without items that ends the burst.
+    fn send_empty_end_of_burst(&mut self) {
+        let mut dg = vec![0u8; self.framing.framer.header_len()];
+        if let Err(e) = self.framing.framer.frame_end_of_burst(&mut dg, 0, 0) {
+            tracing::warn!(error = %e, "UdpSink: framing the end of burst");
+            return;
+        }
+        let sent = match &mut self.out {
+            Out::Mmsg(sender) => sender.send_datagrams(&[&dg]).map_err(|e| e.to_string()),
+            #[cfg(feature = "uring")]
+            Out::Uring(Some(u), _) => {
+                let len = dg.len();
+                let mut b = u.buffer();
+                b.clear();
+                b.extend_from_slice(&dg);
+                u.submit(b, len).map_err(|e| e.to_string())
+            }
+            #[cfg(feature = "uring")]
+            Out::Uring(None, _) => Err("sink closed".into()),
+        };
+        match sent {
+            Ok(_) => self.open_burst = false,
+            Err(e) => tracing::warn!(error = %e, "UdpSink: sending the end of burst"),
+        }
+    }
+
     /// A builder for a sink sending to `dest`: anything [`std::net::ToSocketAddrs`] takes,
     /// resolved once (`"127.0.0.1:49000"`, `"localhost:49000"`, a `SocketAddr`).
     pub fn builder(dest: impl std::net::ToSocketAddrs + std::fmt::Debug) -> UdpSinkBuilder<T> {
@@ -165,16 +215,41 @@ impl<T: Item> Kernel for UdpSink<T> {
             self.not_before = None;
         }
         let finished = self.input.finished();
-        let items = self.input.slice();
-        let per = self.framing.payload_items;
-        let mut n_dg = (items.len() / per).min(self.batch);
-        let mut last = 0;
-        if n_dg == 0 && finished && !items.is_empty() {
-            last = items.len().min(per);
-            n_dg = 1;
+        let (items, tags) = self.input.slice_with_tags();
+        // Bursts: tags cut the stream, the end of the input is the end of the last burst.
+        let mut seg = bursts::segment(tags, items.len());
+        if finished && seg.len == items.len() {
+            seg.bounded = true;
+            seg.eob = true;
         }
+        if let Some(t) = seg.time
+            && !self.framing.framer.set_time(t)
+            && !self.warned_time
+        {
+            self.warned_time = true;
+            tracing::warn!(
+                "UdpSink: a tx_time tag on a stream without timestamps (set the builder's \
+                 timestamps and a format that carries them): the tag is ignored"
+            );
+        }
+        let items = &items[..seg.len];
+        let per = self.framing.payload_items;
+        let (full, rest) = (items.len() / per, items.len() % per);
+        // The whole segment goes in this call when it fits a batch; its last datagram may
+        // then be short and end the burst.
+        let whole = seg.bounded && full + usize::from(rest > 0) <= self.batch;
+        let (n_dg, last, eob) = if whole {
+            (full + usize::from(rest > 0), rest, seg.eob && self.eob_flag)
+        } else {
+            (full.min(self.batch), 0, false)
+        };
         if n_dg == 0 {
             if finished {
+                if self.open_burst && self.eob_flag {
+                    // The input ended after its last datagram went out: an empty datagram
+                    // ends the burst, as UHD sends one for an end of burst without samples.
+                    self.send_empty_end_of_burst();
+                }
                 io.finished = true;
             }
             return Ok(());
@@ -187,7 +262,9 @@ impl<T: Item> Kernel for UdpSink<T> {
         // The framer moves on only when the datagrams really go: keep it to roll back.
         #[cfg(feature = "uring")]
         let before = (self.framing.framer.clone(), self.framing.pad_bytes);
-        let (bytes, sent_items, segment) = self.framing.frame(items, n_dg, last, &mut target)?;
+        let (bytes, sent_items, segment) =
+            self.framing.frame(items, n_dg, last, eob, &mut target)?;
+        self.open_burst = !eob;
         let sent = match &mut self.out {
             Out::Mmsg(sender) => {
                 let r = sender.send_segments(&target[..bytes], segment);

@@ -186,6 +186,12 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.cfg.socket.multicast = Some(m);
         self
     }
+    /// With [`multicast`](Self::multicast): a source-specific join (IGMPv3), so that only
+    /// `source`'s datagrams to the group reach this socket (IPv4 groups).
+    pub fn multicast_source(mut self, source: std::net::IpAddr) -> Self {
+        self.cfg.socket.multicast_source = Some(source);
+        self
+    }
     /// Kernel receive timestamps.
     pub fn kernel_timestamps(mut self, on: bool) -> Self {
         self.cfg.socket.timestamps = on;

@@ -34,6 +34,7 @@ mod host;
 mod latency;
 mod loss;
 mod report;
+mod safety;
 mod shape;
 mod soak;
 

@@ -12,6 +12,8 @@
 //!   lab notebook), docs/PERFORMANCE.md at most [`PERFORMANCE_MAX`] (the current state;
 //!   dated sweeps go to docs/measurements/, which has an index), and every document the
 //!   README links to exists.
+//! - **Unsafe code that says what checks it** (`safety.rs`): every `// SAFETY:` comment
+//!   names the test, Miri or ASan run that exercises it, and the tests it names exist.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -310,6 +312,7 @@ pub fn check() -> Result<()> {
         problems.push(format!("import circle: {c}"));
     }
     problems.extend(documents()?);
+    problems.extend(crate::safety::problems(&rust_files()?));
     if problems.is_empty() {
         Ok(())
     } else {

@@ -106,6 +106,70 @@ pub enum MulticastInterface {
     V6(u32),
 }
 
+impl MulticastInterface {
+    /// The interface a user names for a group: an interface name (`eth0`, `veth1`) or one of
+    /// its addresses (IPv4 groups), an interface name or index (IPv6 groups); `None`: the
+    /// kernel's choice. An error names what was not found.
+    ///
+    /// ```
+    /// use fsdr_net_io::socket::MulticastInterface;
+    ///
+    /// let g = "239.1.2.3".parse().unwrap();
+    /// assert_eq!(
+    ///     MulticastInterface::parse(None, g).unwrap(),
+    ///     MulticastInterface::V4("0.0.0.0".parse().unwrap())
+    /// );
+    /// assert_eq!(
+    ///     MulticastInterface::parse(Some("lo"), g).unwrap(),
+    ///     MulticastInterface::V4("127.0.0.1".parse().unwrap())
+    /// );
+    /// assert!(MulticastInterface::parse(Some("no-such-if0"), g).is_err());
+    /// ```
+    pub fn parse(spec: Option<&str>, group: IpAddr) -> io::Result<Self> {
+        let not_found = |why: String| io::Error::new(io::ErrorKind::NotFound, why);
+        match (group, spec) {
+            (IpAddr::V4(_), None) => Ok(Self::V4(Ipv4Addr::UNSPECIFIED)),
+            (IpAddr::V6(_), None) => Ok(Self::V6(0)),
+            (IpAddr::V4(_), Some(s)) => {
+                if let Ok(a) = s.parse::<Ipv4Addr>() {
+                    return Ok(Self::V4(a));
+                }
+                sys::interface_addrs()?
+                    .into_iter()
+                    .find_map(|i| match i.addr {
+                        IpAddr::V4(a) if i.name == s => Some(Self::V4(a)),
+                        _ => None,
+                    })
+                    .ok_or_else(|| not_found(format!("no interface {s} with an IPv4 address")))
+            }
+            (IpAddr::V6(_), Some(s)) => {
+                if let Ok(i) = s.parse::<u32>() {
+                    return Ok(Self::V6(i));
+                }
+                nix::net::if_::if_nametoindex(s)
+                    .map(Self::V6)
+                    .map_err(|e| not_found(format!("no interface {s}: {e}")))
+            }
+        }
+    }
+
+    /// As an address a sender's `multicast_if` takes (IPv4), or `None` (IPv6: the index).
+    pub fn v4(self) -> Option<IpAddr> {
+        match self {
+            Self::V4(a) if !a.is_unspecified() => Some(IpAddr::V4(a)),
+            _ => None,
+        }
+    }
+
+    /// The IPv6 interface index, if any.
+    pub fn v6(self) -> Option<u32> {
+        match self {
+            Self::V6(i) if i != 0 => Some(i),
+            _ => None,
+        }
+    }
+}
+
 /// How to open a receive socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SocketConfig {
@@ -115,6 +179,9 @@ pub struct SocketConfig {
     pub v6_only: bool,
     /// Group to join.
     pub multicast: Option<Multicast>,
+    /// With `multicast`: join source-specifically (IGMPv3 `IP_ADD_SOURCE_MEMBERSHIP`), so
+    /// that the kernel passes only this sender's datagrams to the group (IPv4).
+    pub multicast_source: Option<IpAddr>,
     /// Who may send.
     pub filter: SourceFilter,
     /// Receive buffer to request, in bytes.
@@ -143,6 +210,7 @@ impl SocketConfig {
             bind,
             v6_only: false,
             multicast: None,
+            multicast_source: None,
             filter: SourceFilter::Any,
             recv_buffer: DEFAULT_RECV_BUFFER,
             force_recv_buffer: true,
@@ -288,9 +356,18 @@ pub fn open_socket(cfg: &SocketConfig, reuse_port: bool) -> io::Result<OpenedSoc
     socket.set_nonblocking(true)?;
     socket.bind(&SockAddr::from(cfg.bind))?;
     if let Some(m) = cfg.multicast {
-        match (m.group, m.interface) {
-            (IpAddr::V4(g), MulticastInterface::V4(i)) => socket.join_multicast_v4(&g, &i)?,
-            (IpAddr::V6(g), MulticastInterface::V6(i)) => socket.join_multicast_v6(&g, i)?,
+        match (m.group, m.interface, cfg.multicast_source) {
+            (IpAddr::V4(g), MulticastInterface::V4(i), Some(IpAddr::V4(src))) => {
+                socket.join_ssm_v4(&src, &g, &i)?
+            }
+            (_, _, Some(src)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("a source-specific join ({src} to {}) needs IPv4", m.group),
+                ));
+            }
+            (IpAddr::V4(g), MulticastInterface::V4(i), None) => socket.join_multicast_v4(&g, &i)?,
+            (IpAddr::V6(g), MulticastInterface::V6(i), None) => socket.join_multicast_v6(&g, i)?,
             _ => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,

@@ -264,3 +264,18 @@ fn a_loss_of_a_whole_counter_period_across_the_wrap() {
     let clock = (Ratio::new(20, 7).unwrap(), 200e6, 70e6);
     both(&case(Kind::ChdrTicks, Enc::Sc16, clock, 2, 65_530, 8, ops));
 }
+
+/// Found by `cargo xtask props --cases 1000000`: at 20/7 ticks a sample, two device time
+/// jumps of one sample each right after the clock was confirmed, and a late packet after
+/// them. (As found, the reorder came first, so that the jumps were the stream's first
+/// in-order pairs: then the configured clock is dropped as wrong, by rule, and the model's
+/// scenarios keep their first pairs in order; `scenario::tidy`.)
+#[test]
+fn shrunk_late_packet_behind_small_time_jumps_at_a_fractional_clock() {
+    let mut ops = plain_ops(16);
+    ops[5].delay = 1;
+    ops[3].jump = 1;
+    ops[4].jump = 1;
+    let clock = (Ratio::new(20, 7).unwrap(), 200e6, 70e6);
+    both(&case(Kind::ChdrTicks, Enc::Sc16, clock, 30, 62_555, 0, ops));
+}

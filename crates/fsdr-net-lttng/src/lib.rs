@@ -66,6 +66,8 @@ pub fn tx(block: u64, seq: u64) {
     #[cfg(feature = "lttng")]
     // SAFETY: a plain C function taking two integers; lttng-ust makes it a no-op when no
     // session records the event.
+    // Checked by: `calls_are_harmless_without_a_session`, and with the `lttng` feature
+    // `a_probed_udp_source_names_its_pipe_and_its_sink_sees_every_item`.
     unsafe {
         ffi::fsdr_net_tp_tx(block, seq)
     };
@@ -78,6 +80,8 @@ pub fn tx(block: u64, seq: u64) {
 pub fn rx(block: u64, seq: u64) {
     #[cfg(feature = "lttng")]
     // SAFETY: as for `tx`.
+    // Checked by: `calls_are_harmless_without_a_session`, and with the `lttng` feature
+    // `a_probed_udp_source_names_its_pipe_and_its_sink_sees_every_item`.
     unsafe {
         ffi::fsdr_net_tp_rx(block, seq)
     };
@@ -90,6 +94,8 @@ pub fn rx(block: u64, seq: u64) {
 pub fn probe(block: u64, seq: u64) {
     #[cfg(feature = "lttng")]
     // SAFETY: as for `tx`.
+    // Checked by: `calls_are_harmless_without_a_session`, and with the `lttng` feature
+    // `a_probed_udp_source_names_its_pipe_and_its_sink_sees_every_item`.
     unsafe {
         ffi::fsdr_net_tp_probe(block, seq)
     };
@@ -103,6 +109,8 @@ pub fn probe(block: u64, seq: u64) {
 pub fn arrival(block: u64, seq: u64, arrival_ns: u64) {
     #[cfg(feature = "lttng")]
     // SAFETY: as for `tx`.
+    // Checked by: `calls_are_harmless_without_a_session`, and with the `lttng` feature
+    // `a_probed_udp_source_names_its_pipe_and_its_sink_sees_every_item`.
     unsafe {
         ffi::fsdr_net_tp_arrival(block, seq, arrival_ns)
     };
@@ -115,6 +123,8 @@ pub fn arrival(block: u64, seq: u64, arrival_ns: u64) {
 pub fn packet(block: u64, seq: u64, bytes: u64, arrival_ns: u64, kernel_ns: u64) {
     #[cfg(feature = "lttng")]
     // SAFETY: as for `tx`.
+    // Checked by: `calls_are_harmless_without_a_session`, and with the `lttng` feature
+    // `a_probed_udp_source_names_its_pipe_and_its_sink_sees_every_item`.
     unsafe {
         ffi::fsdr_net_tp_packet(block, seq, bytes, arrival_ns, kernel_ns)
     };
@@ -128,6 +138,8 @@ pub fn packet(block: u64, seq: u64, bytes: u64, arrival_ns: u64, kernel_ns: u64)
 pub fn packet_enabled() -> bool {
     #[cfg(feature = "lttng")]
     // SAFETY: a C function without arguments reading lttng-ust's enabled flag.
+    // Checked by: `calls_are_harmless_without_a_session`, and with the `lttng` feature
+    // `a_probed_udp_source_names_its_pipe_and_its_sink_sees_every_item`.
     return unsafe { ffi::fsdr_net_tp_packet_enabled() != 0 };
     #[cfg(not(feature = "lttng"))]
     false

@@ -122,6 +122,13 @@ pub struct DepacketizerStats {
     pub staged: u64,
     /// Payload bytes copied after the kernel (decoded into the output, or staged).
     pub copied_bytes: u64,
+    /// Datagrams that ended a burst (CHDR's EOB flag): a USRP ends every burst, and a stream
+    /// it stops, with one.
+    pub ends_of_burst: u64,
+    /// Datagrams taken since the last end of burst (all of them when none came). 0 when the
+    /// stream's last datagram ended its burst: then nothing at its end was lost unseen, which
+    /// no sequence number can show (a lost last packet leaves no gap behind it).
+    pub after_end_of_burst: u64,
 }
 
 field_table!(DepacketizerStats {
@@ -131,7 +138,41 @@ field_table!(DepacketizerStats {
     datagrams, "Datagrams taken.";
     staged, "Datagrams that did not fit the output and were staged (copied) for later calls.";
     copied_bytes, "Payload bytes copied after the kernel (decoded into the output, or staged).";
+    ends_of_burst, "Datagrams that ended a burst (CHDR's EOB flag).";
+    after_end_of_burst, "Datagrams taken since the last end of burst (all when none came): 0 when the stream ended with one.";
 });
+
+impl DepacketizerStats {
+    /// Counts one datagram taken, and whether it ended a burst.
+    fn count_datagram(&mut self, eob: bool) {
+        self.datagrams += 1;
+        if eob {
+            self.ends_of_burst += 1;
+            self.after_end_of_burst = 0;
+        } else {
+            self.after_end_of_burst += 1;
+        }
+    }
+
+    /// Whether the stream's last datagram ended its burst: `Some(true)` when it did (nothing
+    /// at the end was lost unseen), `Some(false)` when the stream ended bursts before but not
+    /// its last one (its end may be lost: a lost last packet leaves no gap), `None` when no
+    /// datagram ended a burst (the format or the sender does not mark ends).
+    ///
+    /// ```
+    /// use fsdr_net_io::depacketizer::DepacketizerStats;
+    ///
+    /// let mut s = DepacketizerStats::default();
+    /// assert_eq!(s.ended_with_end_of_burst(), None);
+    /// s.ends_of_burst = 1;
+    /// assert_eq!(s.ended_with_end_of_burst(), Some(true));
+    /// s.after_end_of_burst = 3;
+    /// assert_eq!(s.ended_with_end_of_burst(), Some(false));
+    /// ```
+    pub fn ended_with_end_of_burst(&self) -> Option<bool> {
+        (self.ends_of_burst > 0).then_some(self.after_end_of_burst == 0)
+    }
+}
 
 /// How a [`Depacketizer`] tags and fills.
 #[derive(Debug, Clone, Default)]

@@ -180,7 +180,7 @@ impl<T: Item> Writer<'_, '_, T> {
             return false;
         }
         let dp = &mut *self.dp;
-        dp.stats.datagrams += 1;
+        dp.stats.count_datagram(d.eob);
         let items = dp.decoder.items_in(payload_bytes);
         let (settings, _) = dp.settings_for(d.timestamp, items, 0);
         let tags = DatagramTags {
@@ -218,7 +218,7 @@ impl<T: Item> Writer<'_, '_, T> {
     pub fn push(&mut self, d: &DatagramIn<'_>) {
         self.flush();
         let dp = &mut *self.dp;
-        dp.stats.datagrams += 1;
+        dp.stats.count_datagram(d.eob);
         let gap = d.gap.frames > 0;
         if gap || d.restart {
             // A partial unit before a gap or a restart belongs to no item any more.

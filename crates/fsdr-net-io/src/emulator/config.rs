@@ -107,6 +107,13 @@ pub struct EmulatorConfig {
     /// [`channel_stream_id`]) with its own sequence numbers. Default 1.
     /// `rate` is per channel; the report's packet and sample counts add up every channel.
     pub channels: usize,
+    /// With a multicast `dest`: the interface to send on (an IPv4 address), `None` for the
+    /// kernel's choice.
+    pub multicast_if: Option<std::net::IpAddr>,
+    /// With an IPv6 multicast `dest`: the interface index to send on.
+    pub multicast_if_v6: Option<u32>,
+    /// With a multicast `dest`: the packets' time to live (hops).
+    pub multicast_ttl: u32,
 }
 
 /// The IF context packets a VRT emulator sends: before the first data packet, every `every`
@@ -162,6 +169,9 @@ impl EmulatorConfig {
             wire: Self::default_wire(format),
             context: None,
             channels: 1,
+            multicast_if: None,
+            multicast_if_v6: None,
+            multicast_ttl: 1,
         }
     }
 

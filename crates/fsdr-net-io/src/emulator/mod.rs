@@ -1,7 +1,9 @@
 //! A USRP in UHD remote-streaming mode, in software: sc16 samples at a sample rate, in
 //! `raw_payload` (no header) or `full_packet` (CHDR with sequence numbers and timestamps)
 //! mode, or as VRT/DIFI or GNU Radio seq64 packets, paced against the wall clock, with fault
-//! injection (drops, reorders, duplicates, a restart) at exact, known places.
+//! injection (drops, reorders, duplicates, a restart) at exact, known places. In CHDR the
+//! stream's last packet carries the end-of-burst flag, as a USRP's does when it stops
+//! streaming (a stop, the end of `duration` or of `samples`).
 //!
 //! ```
 //! use fsdr_net_io::emulator::{Emulator, EmulatorConfig, Signal};
@@ -115,7 +117,11 @@ impl Emulator {
                     cfg.wire
                 ))
             })?;
-        let sender = Sender::new(&SenderConfig::new(cfg.dest))?;
+        let mut scfg = SenderConfig::new(cfg.dest);
+        scfg.multicast_if = cfg.multicast_if;
+        scfg.multicast_if_v6 = cfg.multicast_if_v6;
+        scfg.multicast_ttl = cfg.multicast_ttl;
+        let sender = Sender::new(&scfg)?;
         let tone = match cfg.signal {
             Signal::Tone { cycles_per_sample } => {
                 // One period (at most 4096 samples; the tone is approximate beyond that).
@@ -230,6 +236,8 @@ impl Emulator {
         let plan = cfg.context.filter(|_| cfg.format == Format::Vrt);
         // The data packet before which the last context packet went out (1-based).
         let mut context_before = 0u64;
+        // The last packet went out (it ended the burst).
+        let mut finished = false;
         let due = |k: u64| {
             plan.is_some_and(|p| {
                 k == 1
@@ -283,10 +291,7 @@ impl Emulator {
                 if due(packet + 1) && context_before != packet + 1 {
                     break;
                 }
-                if self.stop.load(Ordering::Relaxed)
-                    || cfg.samples.is_some_and(|n| sample >= n)
-                    || cfg.duration.is_some_and(|d| start.elapsed() >= d)
-                {
+                if finished || cfg.samples.is_some_and(|n| sample >= n) {
                     ended = true;
                     break;
                 }
@@ -294,6 +299,13 @@ impl Emulator {
                     .samples
                     .map_or(spp as u64, |total| (total - sample).min(spp as u64))
                     as usize;
+                // The stream's last packet ends its burst (CHDR's EOB), as a USRP's does
+                // when it stops streaming: a stop or the end of the duration takes effect
+                // with this packet.
+                let last = self.stop.load(Ordering::Relaxed)
+                    || cfg.duration.is_some_and(|d| start.elapsed() >= d)
+                    || cfg.samples.is_some_and(|total| sample + n as u64 >= total);
+                finished = last;
                 let len = header + 4 * n;
                 packet += 1;
                 if f.restart_after.is_some_and(|a| packet == a + 1) {
@@ -312,9 +324,12 @@ impl Emulator {
                         continue;
                     }
                     let dg = &mut buf[used..used + len];
-                    framer
-                        .frame(dg, n as u64, 0)
-                        .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
+                    if last {
+                        framer.frame_end_of_burst(dg, n as u64, 0)
+                    } else {
+                        framer.frame(dg, n as u64, 0)
+                    }
+                    .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
                     self.fill(sample, &mut dg[header..]);
                     r.packets_sent += 1;
                     r.samples_sent += n as u64;

@@ -145,6 +145,38 @@ fn chdr_sequence_and_timestamps_as_a_device_sends_them() {
 }
 
 #[test]
+fn the_last_chdr_packet_ends_the_burst_however_the_stream_ends() {
+    // By sample count.
+    let (_, got) = capture(base(Format::Chdr));
+    let eob: Vec<bool> = got
+        .iter()
+        .map(|dg| Format::Chdr.parse(dg).unwrap().eob)
+        .collect();
+    assert_eq!(eob.iter().filter(|&&e| e).count(), 1, "{eob:?}");
+    assert!(eob[49]);
+    // By duration, on every channel.
+    let mut c = base(Format::Chdr);
+    c.samples = None;
+    c.duration = Some(Duration::from_millis(20));
+    c.rate = 1e5; // 20 packets a channel: all fit the test socket's buffer
+    c.channels = 2;
+    let (r, got) = capture(c);
+    let ends: Vec<u32> = got
+        .iter()
+        .map(|dg| Format::Chdr.parse(dg).unwrap())
+        .filter(|i| i.eob)
+        .map(|i| i.stream_id.unwrap())
+        .collect();
+    assert_eq!(got.len() as u64, r.packets_sent);
+    assert_eq!(ends, [0, 1], "{r:?}");
+    let last_two: Vec<bool> = got[got.len() - 2..]
+        .iter()
+        .map(|dg| Format::Chdr.parse(dg).unwrap().eob)
+        .collect();
+    assert_eq!(last_two, [true, true]);
+}
+
+#[test]
 fn vrt_timestamps_count_samples_whatever_the_tick_rate() {
     // 20 MHz ticks, 10 Msps: start_ticks 1000 is sample 500; TSF counts samples.
     let (r, got) = capture(base(Format::Vrt));

@@ -144,6 +144,8 @@ impl Consumer {
         let t = ready.slot.thread as usize;
         let pool = &*self.pools[t];
         // SAFETY: the consumer owns the slot (popped from the ready ring, not yet freed).
+        // Checked by: `reordered_datagrams_are_restored_and_duplicates_dropped` and
+        // `mio_accounts_for_every_datagram` under ASan.
         let meta = unsafe { pool.meta(ready.slot.slot) };
         let c = &self.shared.counters.consumer;
         c.delivered.add(1);
@@ -178,6 +180,8 @@ impl Consumer {
         for (t, end) in self.ends.iter().enumerate() {
             if let Ok(&slot) = end.ready.peek() {
                 // SAFETY: a published slot belongs to the consumer until it is freed.
+                // Checked by: `reordered_datagrams_are_restored_and_duplicates_dropped` and
+                // `mio_accounts_for_every_datagram` under ASan.
                 let ns = unsafe { self.pools[t].meta(slot) }.arrival.monotonic_ns;
                 if best.is_none_or(|(b, _)| ns < b) {
                     best = Some((ns, t));
@@ -280,6 +284,8 @@ impl Consumer {
             };
             let (seq, key, packet) = {
                 // SAFETY: the consumer owns the slot it just popped.
+                // Checked by: `reordered_datagrams_are_restored_and_duplicates_dropped` and
+                // `mio_accounts_for_every_datagram` under ASan.
                 let meta = unsafe { self.pools[slot.thread as usize].meta(slot.slot) };
                 if meta.info.class == crate::format::PacketClass::Context {
                     // Context packets count in their own sequence: not tracked here.
@@ -304,8 +310,12 @@ impl Consumer {
             let mut packet = packet;
             if self.streams[i].order.needs_fingerprint() {
                 // SAFETY: as above.
+                // Checked by: `reordered_datagrams_are_restored_and_duplicates_dropped` and
+                // `mio_accounts_for_every_datagram` under ASan.
                 let meta = unsafe { self.pools[slot.thread as usize].meta(slot.slot) };
                 // SAFETY: as above; the bytes of a published slot are the datagram's.
+                // Checked by: `reordered_datagrams_are_restored_and_duplicates_dropped` and
+                // `mio_accounts_for_every_datagram` under ASan.
                 let bytes = unsafe { self.pools[slot.thread as usize].data(slot.slot) };
                 let payload = &bytes[meta.info.payload().start.min(bytes.len())
                     ..meta.info.payload().end.min(bytes.len())];

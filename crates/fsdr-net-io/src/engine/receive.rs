@@ -55,6 +55,8 @@ pub(crate) fn recv_batch(
         let len = worker.pool().slot_size();
         // SAFETY: slot buffers in the stash are owned by this thread, and scratch buffers are
         // private to it; both stay valid and untouched by others until the call returns.
+        // Checked by: `blocking_accounts_for_every_datagram` and
+        // `stalled_consumer_with_discard_overflows_are_counted_and_stream_resumes` under ASan.
         unsafe { msgs.set_buffer(i, ptr, len) };
     }
     worker.counts.recv_calls += 1;

@@ -88,8 +88,12 @@ pub(crate) struct SlotPool {
 // SAFETY: the pool's memory is only touched through slot indices whose ownership is handed
 // over through the rings (see the module documentation), so no two threads access one slot
 // at the same time; the pointer itself is never reassigned.
+// Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+// `ownership_moves_across_threads_in_order` under Miri.
 unsafe impl Send for SlotPool {}
 // SAFETY: as above.
+// Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+// `ownership_moves_across_threads_in_order` under Miri.
 unsafe impl Sync for SlotPool {}
 
 impl SlotPool {
@@ -141,6 +145,8 @@ impl SlotPool {
     pub(crate) fn buf_ptr(&self, i: u32) -> *mut u8 {
         assert!((i as usize) < self.slots());
         // SAFETY: i < slots, so the offset stays within the allocation of `total` bytes.
+        // Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+        // `ownership_moves_across_threads_in_order` under Miri.
         unsafe { self.base.add(i as usize * self.slot_size) }
     }
 
@@ -151,6 +157,8 @@ impl SlotPool {
     pub(crate) unsafe fn data(&self, i: u32) -> &[u8] {
         // SAFETY: the caller owns the slot; its metadata says how much of it was written, and
         // both are clamped to the slot.
+        // Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+        // `ownership_moves_across_threads_in_order` under Miri.
         unsafe {
             let meta = &*self.meta[i as usize].get();
             let offset = meta.offset.min(self.slot_size);
@@ -167,6 +175,8 @@ impl SlotPool {
         let offset = offset.min(self.slot_size);
         let len = len.min(self.slot_size - offset);
         // SAFETY: within the slot (clamped above); the caller owns it.
+        // Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+        // `ownership_moves_across_threads_in_order` under Miri.
         unsafe { std::slice::from_raw_parts(self.buf_ptr(i).add(offset), len) }
     }
 
@@ -176,6 +186,8 @@ impl SlotPool {
     /// The caller must own slot `i`.
     pub(crate) unsafe fn meta(&self, i: u32) -> &DatagramMeta {
         // SAFETY: the caller owns the slot, so nobody writes the metadata meanwhile.
+        // Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+        // `ownership_moves_across_threads_in_order` under Miri.
         unsafe { &*self.meta[i as usize].get() }
     }
 
@@ -185,6 +197,8 @@ impl SlotPool {
     /// The caller must own slot `i`.
     pub(crate) unsafe fn set_meta(&self, i: u32, meta: DatagramMeta) {
         // SAFETY: the caller owns the slot, so nobody reads the metadata meanwhile.
+        // Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+        // `ownership_moves_across_threads_in_order` under Miri.
         unsafe { *self.meta[i as usize].get() = meta };
     }
 }
@@ -192,6 +206,8 @@ impl SlotPool {
 impl Drop for SlotPool {
     fn drop(&mut self) {
         // SAFETY: base came from Box::<[u8]>::into_raw with `total` bytes and is freed once.
+        // Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+        // `ownership_moves_across_threads_in_order` under Miri.
         unsafe {
             drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
                 self.base, self.total,
@@ -263,6 +279,8 @@ mod tests {
                     std::hint::spin_loop();
                 };
                 // SAFETY: popped from the free ring: this thread owns the slot.
+                // Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+                // `ownership_moves_across_threads_in_order` under Miri.
                 unsafe {
                     std::ptr::copy_nonoverlapping(k.to_le_bytes().as_ptr(), pool.buf_ptr(slot), 4);
                     pool.set_meta(
@@ -280,6 +298,8 @@ mod tests {
         while expect < n {
             if let Ok(slot) = cons.ready.pop() {
                 // SAFETY: popped from the ready ring: the consumer owns the slot.
+                // Checked by: `pool_starts_with_every_slot_free_and_rings_pass_ownership` and
+                // `ownership_moves_across_threads_in_order` under Miri.
                 let v = u32::from_le_bytes(unsafe { p.data(slot) }.try_into().unwrap());
                 assert_eq!(v, expect);
                 expect += 1;

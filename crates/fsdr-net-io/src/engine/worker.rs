@@ -292,6 +292,8 @@ impl Worker {
         }
         // SAFETY: this thread owns `slot` (taken from the free ring, not yet published), and
         // the kernel wrote `meta.len` bytes into it at `offset` (bounds checked above).
+        // Checked by: `truncated_malformed_and_non_data_are_counted_not_delivered` and
+        // `mio_accounts_for_every_datagram` under ASan.
         let bytes = unsafe { self.pool.bytes(slot, offset, meta.len) };
         let info = match self.format.parse(bytes) {
             Ok(info) => info,
@@ -323,6 +325,8 @@ impl Worker {
             info,
         };
         // SAFETY: this thread owns `slot` until the push below hands it over.
+        // Checked by: `truncated_malformed_and_non_data_are_counted_not_delivered` and
+        // `mio_accounts_for_every_datagram` under ASan.
         unsafe { self.pool.set_meta(slot, dm) };
         let pushed = self.end.ready.push(slot);
         debug_assert!(pushed.is_ok(), "ready ring sized for every slot");

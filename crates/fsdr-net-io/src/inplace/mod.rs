@@ -110,6 +110,7 @@ pub unsafe trait ItemBuffer<T>: Send + 'static {
 
 // SAFETY: a Vec's elements live on the heap and stay in place when the Vec moves; `items`
 // neither grows nor shrinks it, so it returns the same memory every time.
+// Checked by: `the_buffer_returned_last_is_filled_next_and_lending_is_bounded` under ASan.
 unsafe impl<T: Item> ItemBuffer<T> for Vec<T> {
     fn items(&mut self) -> &mut [T] {
         self

@@ -89,6 +89,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 // SAFETY: every area lies inside its allocation: head slots are fewer than
                 // `heads` holds positions, spill entries fewer than `batch`, and body
                 // offsets were clamped to the current buffer's length.
+                // Checked by: `a_clean_stream_lands_in_place_without_a_copy`,
+                // `drops_are_zero_filled_and_counted_exactly_in_place` and
+                // `coalesced_receives_of_changing_sizes_land_whole_and_in_order` under ASan.
                 let at = unsafe {
                     match part.area {
                         Area::Head(slot) => heads.add(slot * HEAD_CAP),
@@ -102,6 +105,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             // lengths (bodies lie inside the current buffer: at + body ≤ its length in
             // bytes; a spill area's length is at most `entry_room`); the buffer and the areas
             // are owned by this thread and neither read nor written until recv returns.
+            // Checked by: `a_clean_stream_lands_in_place_without_a_copy`,
+            // `drops_are_zero_filled_and_counted_exactly_in_place` and
+            // `coalesced_receives_of_changing_sizes_land_whole_and_in_order` under ASan.
             unsafe { self.msgs.set_iovecs(i, iovecs) };
             self.entry_parts.push(first..self.parts.len());
         }
@@ -264,6 +270,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     // SAFETY: the payload's area [l.at, l.at + payload) lies inside the
                     // current buffer (payload ≤ l.body, clamped to the buffer when the
                     // layout was set), which this thread owns; the kernel finished writing.
+                    // Checked by: `a_clean_stream_lands_in_place_without_a_copy`,
+                    // `drops_are_zero_filled_and_counted_exactly_in_place` and
+                    // `coalesced_receives_of_changing_sizes_land_whole_and_in_order` under ASan.
                     let bytes = unsafe { std::slice::from_raw_parts(base.add(l.at), payload) };
                     packet.fingerprint = Some(crate::seq::fingerprint(bytes));
                 }
@@ -355,6 +364,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     // is from this buffer's latest `items()`, the memory the iovecs pointed
                     // at (the `ItemBuffer` contract); the kernel finished writing it and
                     // nothing has written it since.
+                    // Checked by: `a_clean_stream_lands_in_place_without_a_copy`,
+                    // `drops_are_zero_filled_and_counted_exactly_in_place` and
+                    // `coalesced_receives_of_changing_sizes_land_whole_and_in_order` under ASan.
                     let src = unsafe { std::slice::from_raw_parts(base.add(at + offset), n) };
                     bytes.extend_from_slice(src);
                 }

@@ -177,6 +177,7 @@ fn sc16<T: Item, C: Component, const BE: bool, const SWAP: bool>() -> fn(&[u8], 
         return |wire, out| {
             // SAFETY: the CPU supports AVX2 (detected before this converter was chosen), the
             // only requirement of a function compiled with `target_feature(enable = "avx2")`.
+            // Checked by: `sc16_compiled_for_avx2_and_baseline_agree` under ASan.
             unsafe { sc16_avx2::<T, C, BE, SWAP>(wire, out) }
         };
     }

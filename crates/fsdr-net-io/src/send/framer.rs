@@ -49,6 +49,34 @@ impl Framer {
         self
     }
 
+    /// Re-anchors the timestamps: the next datagram starts at `ticks`, later ones follow the
+    /// items sent from there (a burst's `tx_time`). False, and nothing changes, when the
+    /// framer writes no timestamps.
+    ///
+    /// ```
+    /// use fsdr_net_io::send::Framer;
+    /// use fsdr_net_io::Format;
+    ///
+    /// let mut f = Framer::new(Format::Chdr).timestamps(0, 2.0);
+    /// let mut dg = [0u8; 64];
+    /// f.frame(&mut dg, 10, 0).unwrap();
+    /// assert!(f.set_time(1_000));
+    /// assert_eq!(f.next_timestamp(), Some(1_000));
+    /// f.frame(&mut dg, 10, 0).unwrap();
+    /// assert_eq!(f.next_timestamp(), Some(1_020));
+    /// assert!(!Framer::new(Format::Chdr).set_time(5));
+    /// ```
+    pub fn set_time(&mut self, ticks: u64) -> bool {
+        match &mut self.time {
+            Some((start, _)) => {
+                *start = ticks;
+                self.items = 0;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Sets the stream identifier (VRT stream ID, CHDR destination endpoint).
     pub fn stream_id(mut self, id: u32) -> Self {
         self.stream_id = Some(id);
@@ -99,10 +127,34 @@ impl Framer {
         items: u64,
         pad: usize,
     ) -> Result<usize, FormatError> {
+        self.frame_with(datagram, items, pad, false)
+    }
+
+    /// As [`Framer::frame`], for the last datagram of a burst: it carries the end-of-burst
+    /// flag where the format has one (CHDR), as a USRP marks the last packet of a burst and of
+    /// a stream it stops. Receivers count it
+    /// ([`DepacketizerStats::ends_of_burst`](crate::depacketizer::DepacketizerStats::ends_of_burst)),
+    /// so that a lost last packet can be seen.
+    pub fn frame_end_of_burst(
+        &mut self,
+        datagram: &mut [u8],
+        items: u64,
+        pad: usize,
+    ) -> Result<usize, FormatError> {
+        self.frame_with(datagram, items, pad, true)
+    }
+
+    fn frame_with(
+        &mut self,
+        datagram: &mut [u8],
+        items: u64,
+        pad: usize,
+        eob: bool,
+    ) -> Result<usize, FormatError> {
         let fields = DataHeader {
             seq: self.seq,
             timestamp: self.next_timestamp(),
-            eob: false,
+            eob,
             stream_id: self.stream_id,
             pad,
         };

@@ -203,6 +203,7 @@ impl Sender {
         let mut refused_retry = true;
         while done < n {
             // SAFETY: the messages were set from buffers the caller still borrows.
+            // Checked by: `send_segments_delivers_every_datagram_with_and_without_gso` under ASan.
             let r = unsafe { self.batch.send_from(&self.socket, done, n - done) };
             self.stats.calls += 1;
             match r {

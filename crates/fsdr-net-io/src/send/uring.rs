@@ -46,6 +46,8 @@ struct Part {
 
 // SAFETY: the pointer is into a Vec owned by an Arc that this value holds, so it is stable and
 // valid for `end - start` initialised bytes for as long as the operation owns the Part.
+// Checked by: `honours_depth_send_buffer_and_gso` and
+// `a_full_queue_hands_the_buffer_back_instead_of_blocking` under ASan.
 unsafe impl IoBuf for Part {
     fn stable_ptr(&self) -> *const u8 {
         self.buf[self.start..].as_ptr()

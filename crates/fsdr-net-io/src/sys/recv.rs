@@ -52,6 +52,7 @@ pub enum Wait {
 /// let mut bufs = [[0u8; 64]; 4];
 /// for (i, b) in bufs.iter_mut().enumerate() {
 ///     // SAFETY: the buffers outlive the call below and nothing else touches them.
+///     // Checked by: this example (a doc test).
 ///     unsafe { batch.set_buffer(i, b.as_mut_ptr(), b.len()) };
 /// }
 /// let n = batch.recv(&rx, 4, Wait::ForOne).unwrap();
@@ -72,6 +73,8 @@ pub struct RecvBatch {
 
 // SAFETY: the raw pointers inside the headers point into the batch's own vectors (and into
 // buffers the owner lends for the duration of one call); the batch is used by one thread.
+// Checked by: `a_lent_buffer_is_forgotten_after_its_call` and
+// `recv_batch_reports_truncation_source_and_drops_counter` under ASan.
 unsafe impl Send for RecvBatch {}
 
 const EMPTY_IOV: libc::iovec = libc::iovec {
@@ -92,6 +95,7 @@ impl RecvBatch {
         let capacity = capacity.max(1);
         let stride = per_entry.clamp(1, MAX_IOVECS);
         // SAFETY: all-zero is a valid value for this plain C struct.
+        // Checked by: `recv_batch_reports_truncation_source_and_drops_counter` under ASan.
         let zeroed: libc::mmsghdr = unsafe { mem::zeroed() };
         Self {
             msgs: vec![zeroed; capacity],
@@ -139,6 +143,8 @@ impl RecvBatch {
         body_len: usize,
     ) {
         // SAFETY: the caller's guarantee for both buffers is the one set_scatter needs.
+        // Checked by: `split_receive_puts_header_and_payload_apart` and
+        // `random_runs_of_sizes_arrive_whole_and_in_order` under ASan.
         unsafe { self.set_scatter(i, &[(head, head_len), (body, body_len)]) };
     }
 
@@ -151,6 +157,8 @@ impl RecvBatch {
     /// As for [`RecvBatch::set_buffer`], for every buffer given.
     pub unsafe fn set_scatter(&mut self, i: usize, parts: &[(*mut u8, usize)]) {
         // SAFETY: the caller's guarantee is the one set_iovecs needs.
+        // Checked by: `split_receive_puts_header_and_payload_apart` and
+        // `random_runs_of_sizes_arrive_whole_and_in_order` under ASan.
         unsafe { self.set_iovecs(i, parts.iter().copied()) };
     }
 
@@ -226,6 +234,8 @@ impl RecvBatch {
             // SAFETY: the first n headers point at the batch's own names, iovec arrays and
             // control buffers (armed above) and at buffers the caller lent with `set_buffer`
             // or `set_split` for the duration of this call.
+            // Checked by: `a_lent_buffer_is_forgotten_after_its_call` and
+            // `recv_batch_reports_truncation_source_and_drops_counter` under ASan.
             let r = unsafe {
                 libc::recvmmsg(
                     fd,
@@ -258,6 +268,8 @@ impl RecvBatch {
         loop {
             // SAFETY: header 0 points at the batch's own buffers armed above and at the
             // caller's lent buffer(s).
+            // Checked by: `a_lent_buffer_is_forgotten_after_its_call` and
+            // `recv_batch_reports_truncation_source_and_drops_counter` under ASan.
             let r = unsafe { libc::recvmsg(fd, &mut self.msgs[0].msg_hdr, 0) };
             if r >= 0 {
                 self.msgs[0].msg_len = r as libc::c_uint;
@@ -302,6 +314,7 @@ pub fn socket_drops(fd: impl AsFd) -> io::Result<u32> {
     let mut len = mem::size_of_val(&info) as libc::socklen_t;
     // SAFETY: info and len are valid for writes of the given size; the kernel writes at most
     // `len` bytes and updates `len` (nix has no wrapper for SO_MEMINFO).
+    // Checked by: `recv_batch_reports_truncation_source_and_drops_counter` under ASan.
     let r = unsafe {
         libc::getsockopt(
             fd.as_fd().as_raw_fd(),
@@ -357,6 +370,7 @@ mod tests {
             let mut buf = vec![0u8; 64];
             tx.send_to(b"one", rx.local_addr().unwrap()).unwrap();
             // SAFETY: `buf` outlives the call below and nothing else touches it.
+            // Checked by: `shut_rd_wakes_a_blocked_wait_for_one` under ASan.
             unsafe { batch.set_buffer(0, buf.as_mut_ptr(), buf.len()) };
             assert_eq!(batch.recv(&rx, 1, Wait::ForOne).unwrap(), 1);
             assert_eq!(&buf[..3], b"one");
@@ -381,6 +395,8 @@ mod tests {
         let mut bufs = [[0u8; 50]; 4];
         for (i, b) in bufs.iter_mut().enumerate() {
             // SAFETY: the buffers live until the end of the test and nobody else uses them.
+            // Checked by: `recv_batch_reports_truncation_source_and_drops_counter` (this test)
+            // under ASan.
             unsafe { batch.set_buffer(i, b.as_mut_ptr(), b.len()) };
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -398,6 +414,8 @@ mod tests {
         assert_eq!(&bufs[1][..10], &[8u8; 10]);
         for (i, b) in bufs.iter_mut().enumerate() {
             // SAFETY: as above.
+            // Checked by: `recv_batch_reports_truncation_source_and_drops_counter` (this test)
+            // under ASan.
             unsafe { batch.set_buffer(i, b.as_mut_ptr(), b.len()) };
         }
         assert_eq!(
@@ -417,6 +435,7 @@ mod tests {
         let mut body = [0u8; 32];
         let mut batch = RecvBatch::new(1);
         // SAFETY: both buffers outlive the call and nothing else touches them.
+        // Checked by: `split_receive_puts_header_and_payload_apart` (this test) under ASan.
         unsafe { batch.set_split(0, head.as_mut_ptr(), 4, body.as_mut_ptr(), 32) };
         assert_eq!(batch.recv(&rx, 1, Wait::ForOne).unwrap(), 1);
         assert_eq!(batch.meta(0).len, 11);
@@ -432,6 +451,7 @@ mod tests {
             let mut buf = [0u8; 16];
             let mut batch = RecvBatch::new(1);
             // SAFETY: the buffer outlives the call.
+            // Checked by: `a_lent_buffer_is_forgotten_after_its_call` (this test) under ASan.
             unsafe { batch.set_buffer(0, buf.as_mut_ptr(), 16) };
             let n = batch.recv(&*r2, 1, Wait::ForOne);
             (n, batch.meta(0))

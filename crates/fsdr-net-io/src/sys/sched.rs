@@ -22,6 +22,7 @@ pub fn set_fifo_priority(priority: i32) -> io::Result<()> {
     };
     // SAFETY: param is a valid sched_param that outlives the call; pthread_self() is the
     // calling thread (nix has no wrapper for pthread_setschedparam).
+    // Checked by: `batch_policy_is_per_thread_and_leaves_other_policies` under ASan.
     let r = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
     if r == 0 {
         Ok(())
@@ -34,6 +35,7 @@ pub fn set_fifo_priority(priority: i32) -> io::Result<()> {
 /// of this process, by its kernel thread ID (0: the calling thread).
 pub fn thread_policy(tid: i32) -> io::Result<i32> {
     // SAFETY: sched_getscheduler only reads the policy of the given thread.
+    // Checked by: `batch_policy_is_per_thread_and_leaves_other_policies` under ASan.
     let r = unsafe { libc::sched_getscheduler(tid) };
     if r < 0 {
         Err(io::Error::last_os_error())
@@ -67,6 +69,7 @@ pub fn set_batch_policy() -> io::Result<bool> {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: param is a valid sched_param that outlives the call; pid 0 is the calling
     // thread (Linux schedules threads, not processes).
+    // Checked by: `batch_policy_is_per_thread_and_leaves_other_policies` under ASan.
     let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
     if r < 0 {
         Err(io::Error::last_os_error())

@@ -42,6 +42,7 @@ pub struct SendBatch {
 
 // SAFETY: the raw pointers point into the batch's own vectors or into the caller's buffers
 // for the duration of one call; the batch is used by one thread at a time.
+// Checked by: `send_segments_delivers_every_datagram_with_and_without_gso` under ASan.
 unsafe impl Send for SendBatch {}
 
 impl SendBatch {
@@ -49,6 +50,7 @@ impl SendBatch {
     pub fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         // SAFETY: all-zero is a valid mmsghdr.
+        // Checked by: `send_segments_delivers_every_datagram_with_and_without_gso` under ASan.
         let zeroed: libc::mmsghdr = unsafe { mem::zeroed() };
         Self {
             msgs: vec![zeroed; capacity],
@@ -76,6 +78,7 @@ impl SendBatch {
             iov_len: buf.len(),
         };
         // SAFETY: all-zero is a valid msghdr.
+        // Checked by: `send_segments_delivers_every_datagram_with_and_without_gso` under ASan.
         let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
         hdr.msg_iov = &mut self.iovs[i];
         hdr.msg_iovlen = 1;
@@ -104,6 +107,7 @@ impl SendBatch {
         loop {
             // SAFETY: the headers point at live iovecs/control buffers of the batch and at the
             // caller's buffers (guaranteed alive by the caller).
+            // Checked by: `send_segments_delivers_every_datagram_with_and_without_gso` under ASan.
             let r = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), n as libc::c_uint, 0) };
             if r >= 0 {
                 return Ok(r as usize);

@@ -102,6 +102,8 @@ impl GroReader {
             let chunk = (len - done).min(seg);
             // SAFETY: this thread owns the slot; the kernel wrote `chunk` bytes at its start
             // (iovecs are filled in order).
+            // Checked by: `random_runs_of_sizes_arrive_whole_and_in_order` and
+            // `datagrams_larger_than_a_slot_are_truncated_one_by_one` under ASan.
             let src = unsafe { worker.pool().bytes(slot, 0, chunk) };
             self.scratch[done..done + chunk].copy_from_slice(src);
             done += chunk;
@@ -150,6 +152,8 @@ impl GroReader {
             // SAFETY: the slots in the stash are owned by this thread and stay untouched by
             // others until the call returns; each iovec is `seg` <= slot size bytes of one;
             // the spill area is private to this thread and not resized during the call.
+            // Checked by: `random_runs_of_sizes_arrive_whole_and_in_order` and
+            // `datagrams_larger_than_a_slot_are_truncated_one_by_one` under ASan.
             unsafe { self.msgs.set_iovecs(e, parts) };
         }
         worker.counts.recv_calls += 1;
@@ -196,6 +200,8 @@ impl GroReader {
                 self.gather(worker, base, k, entry, meta.len);
                 // SAFETY: this thread owns the slot, which has room for `meta.len` <= slot
                 // size bytes; the scratch is private to this thread.
+                // Checked by: `random_runs_of_sizes_arrive_whole_and_in_order` and
+                // `datagrams_larger_than_a_slot_are_truncated_one_by_one` under ASan.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         self.scratch.as_ptr(),
@@ -241,6 +247,8 @@ impl GroReader {
                 let bytes = &self.scratch[start..start + len];
                 // SAFETY: this thread owns `slot`, which has room for `len` <= slot size
                 // bytes; the scratch is private to this thread.
+                // Checked by: `random_runs_of_sizes_arrive_whole_and_in_order` and
+                // `datagrams_larger_than_a_slot_are_truncated_one_by_one` under ASan.
                 unsafe {
                     std::ptr::copy_nonoverlapping(bytes.as_ptr(), worker.pool().buf_ptr(slot), len)
                 };
@@ -259,6 +267,8 @@ impl GroReader {
     /// datagram in it counted as `overflow`.
     fn discard(&mut self, worker: &mut Worker, socket: &Socket) -> io::Result<Outcome> {
         // SAFETY: the scratch buffer is private to this thread and outlives the call.
+        // Checked by: `random_runs_of_sizes_arrive_whole_and_in_order` and
+        // `datagrams_larger_than_a_slot_are_truncated_one_by_one` under ASan.
         unsafe {
             self.msgs
                 .set_buffer(0, self.scratch.as_mut_ptr(), self.scratch.len())

@@ -1,30 +1,15 @@
 //! The `mio` backend: one receive thread, the socket registered edge-triggered with
-//! `mio::Poll`; on readiness it drains the socket with `recvmmsg` batches until a batch comes
-//! back short (an edge-triggered socket reports the next datagram with a new event, so no
-//! extra call that would only return `EAGAIN`). With `SocketConfig::gro` each entry takes a
-//! coalesced receive, split into its datagrams in place ([`gro`](super::gro)).
+//! `mio::Poll`, drained with `recvmmsg` batches (the loop is [`epoll`](super::epoll)'s, which
+//! the `reuseport` backend runs once per socket).
 
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::Duration;
 
-use ::mio::unix::SourceFd;
-use ::mio::{Events, Interest, Poll, Token, Waker};
 use socket2::Socket;
 
-use super::super::receive::{DRAIN_CALLS, recv_batch};
 use super::super::slots::ReceiverEnd;
-use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Shared};
-use super::gro::{GroReader, Outcome};
-use super::{Capabilities, ReceiveBackend, Started, Stopper};
+use super::{Capabilities, ReceiveBackend, Started};
 use crate::Error;
-use crate::sys::{self, RecvBatch, Wait};
-
-const SOCKET: Token = Token(0);
-const WAKE: Token = Token(1);
-/// How often an idle thread refreshes the kernel drop counter.
-const IDLE_POLL: Duration = Duration::from_millis(100);
 
 /// See the [module documentation](self).
 pub(crate) struct Mio;
@@ -39,7 +24,6 @@ impl ReceiveBackend for Mio {
             ..Capabilities::SOCKET
         }
     }
-    /// One thread per socket (the `reuseport` backend starts its group through this).
     fn start(
         &self,
         cfg: &EngineConfig,
@@ -47,159 +31,6 @@ impl ReceiveBackend for Mio {
         sockets: Vec<Socket>,
         ends: Vec<ReceiverEnd>,
     ) -> Result<Started, Error> {
-        let mut started = Started::new();
-        for (index, (socket, end)) in sockets.into_iter().zip(ends).enumerate() {
-            match spawn_mio_thread(index, cfg, shared.clone(), socket, end) {
-                Ok((thread, stopper)) => {
-                    started.threads.push(thread);
-                    started.stoppers.push(stopper);
-                }
-                Err(e) => {
-                    started.abort(&shared);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(started)
+        super::epoll::start_threads(cfg, shared, sockets, ends)
     }
-}
-
-/// Starts one mio receive thread on `socket`.
-fn spawn_mio_thread(
-    index: usize,
-    cfg: &EngineConfig,
-    shared: Arc<Shared>,
-    socket: Socket,
-    end: ReceiverEnd,
-) -> Result<(std::thread::JoinHandle<()>, Stopper), Error> {
-    let poll = Poll::new().map_err(Error::Spawn)?;
-    let fd = socket.as_raw_fd();
-    poll.registry()
-        .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)
-        .map_err(Error::Spawn)?;
-    let waker = Arc::new(Waker::new(poll.registry(), WAKE).map_err(Error::Spawn)?);
-    let batch = cfg.batch;
-    let worker_cfg = cfg.clone();
-    let handle = spawn_receive_thread(index, &cfg.threads, move || {
-        let worker = Worker::new(index, shared, end, &worker_cfg, batch);
-        run(worker, socket, poll, Reader::new(&worker_cfg, batch))
-    })?;
-    let stopper: Stopper = Box::new(move || {
-        let _ = waker.wake();
-    });
-    Ok((handle, stopper))
-}
-
-/// How a receive loop reads: one datagram per entry, or coalesced (GRO) receives.
-pub(crate) enum Reader {
-    Plain(RecvBatch, usize),
-    Gro(GroReader),
-}
-
-impl Reader {
-    /// The reader `cfg` asks for, `batch` receives per call.
-    pub(crate) fn new(cfg: &EngineConfig, batch: usize) -> Self {
-        if cfg.socket.gro {
-            Reader::Gro(GroReader::new(batch, cfg.slot_size))
-        } else {
-            Reader::Plain(RecvBatch::new(batch), batch)
-        }
-    }
-
-    /// Free slots a receive call needs.
-    fn min_free(&self) -> usize {
-        match self {
-            Reader::Plain(..) => 1,
-            Reader::Gro(gro) => gro.min_free(),
-        }
-    }
-
-    /// One receive call (waiting as `wait` says): `Some(true)` when the socket may hold
-    /// more, `Some(false)` when it is drained, `None` when the consumer has no room and the
-    /// policy is to pause.
-    pub(crate) fn read(
-        &mut self,
-        worker: &mut Worker,
-        socket: &Socket,
-        wait: Wait,
-    ) -> std::io::Result<Option<bool>> {
-        match self {
-            Reader::Plain(msgs, batch) => {
-                Ok(recv_batch(worker, msgs, socket, *batch, wait)?.map(|n| n == *batch))
-            }
-            Reader::Gro(gro) => Ok(match gro.recv(worker, socket, wait)? {
-                Outcome::Received { more } => Some(more),
-                Outcome::NoRoom => None,
-            }),
-        }
-    }
-}
-
-fn run(mut worker: Worker, socket: Socket, mut poll: Poll, mut msgs: Reader) {
-    let mut events = Events::with_capacity(8);
-    // Datagrams may already be queued before the first edge.
-    let mut wake_by = drain(&mut worker, &mut msgs, &socket);
-    while !worker.stopping() {
-        // Sleep until the socket has more, or until a deferred wake-up of the consumer is due.
-        let timeout = wake_by.map_or(IDLE_POLL, |d| {
-            Duration::from_nanos(d.saturating_sub(sys::monotonic_ns())).min(IDLE_POLL)
-        });
-        if let Err(e) = poll.poll(&mut events, Some(timeout))
-            && e.kind() != std::io::ErrorKind::Interrupted
-        {
-            tracing::error!(thread = worker.index, error = %e, "poll failed; receive thread stops");
-            break;
-        }
-        if worker.stopping() {
-            break;
-        }
-        if events.iter().any(|e| e.token() == SOCKET) {
-            wake_by = drain(&mut worker, &mut msgs, &socket);
-        } else if let Some(d) = wake_by {
-            let now = sys::monotonic_ns();
-            if now >= d {
-                worker.wake(now);
-                wake_by = None;
-            }
-        } else if events.is_empty() {
-            worker.refresh_kernel_drops();
-        }
-    }
-    // Take whatever is still queued (at most DRAIN_CALLS calls), then read the final drop
-    // count.
-    drain(&mut worker, &mut msgs, &socket);
-    worker.wake(sys::monotonic_ns());
-    worker.refresh_kernel_drops();
-}
-
-/// Receives batches until one comes back short (the socket is drained: an edge-triggered
-/// socket reports the next datagram with a new event, so no call that would only say
-/// `EAGAIN`), pausing while the consumer is behind if that is the policy. Returns when the
-/// consumer must be woken at the latest.
-fn drain(worker: &mut Worker, msgs: &mut Reader, socket: &Socket) -> Option<u64> {
-    let mut after_stop = 0;
-    loop {
-        if worker.stopping() {
-            after_stop += 1;
-            if after_stop > DRAIN_CALLS {
-                break;
-            }
-        }
-        match msgs.read(worker, socket, Wait::No) {
-            Ok(Some(true)) => continue,
-            Ok(Some(false)) => break,
-            Ok(None) => {
-                if worker.stopping() {
-                    break;
-                }
-                worker.wait_for_room_and_free(msgs.min_free());
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) => {
-                tracing::warn!(thread = worker.index, error = %e, "recvmmsg failed");
-                break;
-            }
-        }
-    }
-    worker.publish(sys::monotonic_ns())
 }

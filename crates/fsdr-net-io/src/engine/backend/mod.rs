@@ -3,6 +3,7 @@
 //! table; [`Backend`] and [`Backend::ALL`] (every CLI, the xtask's receiver list) follow.
 
 mod blocking;
+mod epoll;
 mod gro;
 pub(crate) mod list;
 mod mio;
@@ -27,8 +28,8 @@ use super::slots::ReceiverEnd;
 use crate::Error;
 use crate::socket::{OpenedSocket, open_socket};
 
+pub(crate) use epoll::Reader;
 pub(crate) use gro::{GRO_MAX_BYTES, MAX_SEGMENTS as GRO_MAX_SEGMENTS};
-pub(crate) use mio::Reader;
 
 /// What a backend can deliver besides the datagrams themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -116,6 +116,7 @@ impl ReceiveBackend for Multishot {
             BufRing::new(entries).map_err(|e| unsupported(format!("buffer ring memory: {e}")))?;
         // SAFETY: the ring memory stays mapped until after it is unregistered, or for the
         // rest of the process when a cancel does not complete (see `Multishot::run`).
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         unsafe {
             ring.submitter()
                 .register_buf_ring_with_flags(bufs.base as u64, entries, BGID, 0)
@@ -163,6 +164,7 @@ impl BufRing {
     fn new(entries: u16) -> io::Result<Self> {
         let bytes = entries as usize * std::mem::size_of::<BufRingEntry>();
         // SAFETY: an anonymous private mapping has no preconditions; the result is checked.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -188,6 +190,7 @@ impl BufRing {
     fn push(&mut self, addr: *mut u8, len: usize, bid: u16) {
         // SAFETY: the index is masked into the mapping; entries past the kernel's head are
         // ours to write until the tail is published.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         let entry = unsafe { &mut *self.base.add((self.tail & self.mask) as usize) };
         entry.set_addr(addr as u64);
         entry.set_len(len as u32);
@@ -198,6 +201,7 @@ impl BufRing {
     fn publish(&self) {
         // SAFETY: the tail field lives inside the first entry of the mapping and is only
         // written by us; the kernel reads it, hence the release store.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         unsafe {
             let tail = BufRingEntry::tail(self.base) as *const AtomicU16;
             (*tail).store(self.tail, Ordering::Release);
@@ -209,6 +213,7 @@ impl Drop for BufRing {
     fn drop(&mut self) {
         // SAFETY: base/bytes describe the mapping made in `new`; `Receiver::run` unregisters
         // it first, or leaks this value when the kernel may still use it.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         unsafe {
             libc::munmap(self.base.cast(), self.bytes);
         }
@@ -216,6 +221,7 @@ impl Drop for BufRing {
 }
 
 // SAFETY: the ring memory is owned by this value and used by one thread at a time.
+// Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
 unsafe impl Send for BufRing {}
 
 /// The overflow buffers, as raw memory: the kernel writes into the ones in the ring while
@@ -243,6 +249,7 @@ impl OverflowArea {
             "overflow buffer {k} out of range"
         );
         // SAFETY: in bounds (checked above) of the allocation made in `new`.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         unsafe { self.base.add(k * size) }
     }
 }
@@ -252,6 +259,7 @@ impl Drop for OverflowArea {
         // SAFETY: `base`/`len` are the boxed slice leaked in `new`, freed once, here;
         // `Receiver::run` forgets the receiver (and this area) instead of dropping it while
         // the kernel may still write into it.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.base, self.len)) });
     }
 }
@@ -287,6 +295,7 @@ impl Receiver {
         let slot_len = worker.pool().slot_size();
         let slots = worker.pool().slots();
         // SAFETY: all-zero is a valid msghdr; only the lengths matter to the kernel here.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         let mut msghdr: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
         msghdr.msg_namelen = NAME_LEN as libc::socklen_t;
         msghdr.msg_controllen = sys::CONTROL_SPACE as _;
@@ -354,6 +363,7 @@ impl Receiver {
             .user_data(RECV);
         // SAFETY: the msghdr template and the buffer ring outlive the request: `run` does not
         // let them go while a request may be armed.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         let pushed = unsafe { self.ring.submission().push(&entry) };
         if pushed.is_ok() {
             self.armed = true;
@@ -400,6 +410,7 @@ impl Receiver {
         let ptr = self.buffer(bid);
         let filled = res.max(0) as usize;
         // SAFETY: the kernel wrote `res` bytes into buffer `bid`, which it handed back to us.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         let buf = unsafe { std::slice::from_raw_parts(ptr, filled.min(self.slot_len)) };
         let parsed = RecvMsgOut::parse(buf, &self.msghdr).ok().map(|out| {
             let mut meta = RecvMeta {
@@ -454,6 +465,7 @@ impl Receiver {
         }
         let cancel = opcode::AsyncCancel::new(RECV).build().user_data(CANCEL);
         // SAFETY: a cancel entry references no memory.
+        // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
         let _ = unsafe { self.ring.submission().push(&cancel) };
         let start = std::time::Instant::now();
         while self.armed && start.elapsed() < CANCEL_WAIT {

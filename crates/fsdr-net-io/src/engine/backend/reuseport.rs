@@ -60,7 +60,7 @@ impl ReceiveBackend for Reuseport {
                 }
             })?;
         }
-        // Then one mio thread per socket, exactly as the mio backend starts its one.
-        super::mio::Mio.start(cfg, shared, sockets, ends)
+        // Then one receive thread per socket on the epoll loop the mio backend runs too.
+        super::epoll::start_threads(cfg, shared, sockets, ends)
     }
 }

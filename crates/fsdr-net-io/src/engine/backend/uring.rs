@@ -82,6 +82,8 @@ impl OpBuf {
 // until it is handed over; or a boxed overflow buffer): they stay valid and in place for as
 // long as the buffer lives, wherever tokio-uring moves it. Miri cannot run io_uring; the
 // ownership is what `tests/lifecycle.rs` (stop with operations in flight) exercises.
+// Checked by: `uring_accounts_for_every_datagram` and `start_stop_200_times_leaves_nothing_behind`
+// under ASan.
 unsafe impl IoBuf for OpBuf {
     fn stable_ptr(&self) -> *const u8 {
         self.ptr
@@ -95,6 +97,8 @@ unsafe impl IoBuf for OpBuf {
 }
 
 // SAFETY: as for `IoBuf`; `set_init` only records how much the kernel wrote.
+// Checked by: `uring_accounts_for_every_datagram` and `start_stop_200_times_leaves_nothing_behind`
+// under ASan.
 unsafe impl IoBufMut for OpBuf {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
         self.ptr
