@@ -19,6 +19,10 @@ pub fn engine(backend: Backend, format: Format) -> Engine {
 /// (not root), `start` must fail with `Error::CpuLatency`, whose message says so.
 pub fn check_holds_cpu_latency<T>(start: impl FnOnce() -> Result<T, fsdr_net_io::Error>) {
     use fsdr_net_io::cpu_latency::current;
+    // The request is the machine's: two receivers holding one at once (tests run in
+    // parallel) would each see the other's.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Ok(before) = current() else {
         return fsdr_net_io::netns::unavailable("cpu_latency", "no /dev/cpu_dma_latency here");
     };
