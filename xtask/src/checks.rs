@@ -110,7 +110,8 @@ pub fn asan() -> Result<()> {
             .env("RUSTFLAGS", "-Zsanitizer=address -Cdebug-assertions=on")
             .env("RUSTDOCFLAGS", "-Zsanitizer=address")
             .env("ASAN_OPTIONS", "detect_leaks=0")
-            .env("PROPTEST_CASES", "200")
+            .env_remove("PROPTEST_CASES")
+            .env("MODEL_CASES", "200")
             .env("MODEL_ENGINE_CASES", "8")
             .args([
                 "test",
@@ -131,7 +132,10 @@ pub fn props(cases: u64) -> Result<()> {
     crate::report::run_as(
         "exactness model",
         crate::cargo()
-            .env("PROPTEST_CASES", cases.to_string())
+            // The model's own variables: proptest's PROPTEST_CASES would override every
+            // test's count, the engine test's too.
+            .env_remove("PROPTEST_CASES")
+            .env("MODEL_CASES", cases.to_string())
             .env("MODEL_ENGINE_CASES", (cases / 1000).max(16).to_string())
             .args([
                 "test",

@@ -6,8 +6,9 @@
 //! over loopback), and every item, tag and counter must be what the model says the format
 //! allows (`model/reference.rs`).
 //!
-//! `PROPTEST_CASES` sets the number of cases of the first test, `MODEL_ENGINE_CASES` those
-//! through the engine (`cargo xtask props --cases N` sets both: N and N/1000).
+//! `MODEL_CASES` sets the number of cases of the first test, `MODEL_ENGINE_CASES` those
+//! through the engine (`cargo xtask props --cases N` sets both: N and N/1000). Not
+//! `PROPTEST_CASES`: proptest lets it override every test's own configuration.
 //! Shrunk failures are kept as unit tests at the end of this file.
 
 mod model {
@@ -137,7 +138,9 @@ fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
 proptest! {
     #![proptest_config(ProptestConfig {
         // `cargo xtask test` runs this file in release with 24 000 cases (3 000 a format).
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(300),
+        // (`MODEL_CASES`, not proptest's `PROPTEST_CASES`: proptest applies that one to
+        // every test of the file over its own configuration, the engine's too.)
+        cases: std::env::var("MODEL_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(300),
         max_shrink_iters: 4096,
         ..ProptestConfig::default()
     })]
