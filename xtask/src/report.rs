@@ -156,7 +156,7 @@ pub fn run_as(name: &str, cmd: &mut Command) -> Result<()> {
         String::new()
     };
     if status.success() {
-        eprintln!("xtask: {step:>2} {name:<28} ok ({seconds:.0} s{tests})");
+        eprintln!("xtask: {step:>2} {name:<36} ok ({seconds:.0} s{tests})");
         return Ok(());
     }
     let lines: Vec<&str> = text.lines().collect();
