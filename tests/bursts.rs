@@ -1,6 +1,7 @@
 //! Issue #32, item 1: `tx_sob`, `tx_eob` and `tx_time` tags drive `UdpSink` as they drive a
-//! USRP's transmit streamer; a CHDR stream's last datagram ends its burst; a round trip
-//! through sink and source brings `rx_eob` and `rx_time` back on the same items.
+//! USRP's transmit streamer; a CHDR or VRT stream's last datagram ends its burst (CHDR's EOB
+//! flag, VRT's trailer indicator); UHD's own CHDR header class and VRT unpacker read them;
+//! a round trip through sink and source brings `rx_eob` and `rx_time` back on the same items.
 
 use std::net::UdpSocket;
 use std::time::Duration;
@@ -108,12 +109,20 @@ fn tagged() -> Tagged {
     }
 }
 
-fn sink(to: std::net::SocketAddr) -> UdpSink<Complex<i16>> {
-    // 100 samples a datagram, two ticks a sample.
+/// The formats with an end of burst.
+const FORMATS: [Format; 2] = [Format::Chdr, Format::Vrt];
+
+/// Timestamp units a sample: CHDR's ticks at twice the sample rate, VRT's sample count.
+fn ticks_per_item(format: Format) -> u64 {
+    if format == Format::Vrt { 1 } else { 2 }
+}
+
+fn sink(to: std::net::SocketAddr, format: Format) -> UdpSink<Complex<i16>> {
+    // 100 samples a datagram.
     UdpSink::<Complex<i16>>::builder(to)
-        .format(Format::Chdr)
+        .format(format)
         .payload_bytes(400)
-        .timestamps(0, 2.0)
+        .timestamps(0, ticks_per_item(format) as f64)
         .build()
         .unwrap()
 }
@@ -124,13 +133,13 @@ fn run(fg: Flowgraph) -> Flowgraph {
 }
 
 /// The sink's datagrams for [`tagged`]'s items.
-fn capture() -> Result<Vec<Vec<u8>>> {
+fn capture(format: Format) -> Result<Vec<Vec<u8>>> {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     let mut fg = Flowgraph::new();
     let src = tagged();
-    let snk = sink(rx.local_addr().unwrap());
+    let snk = sink(rx.local_addr().unwrap(), format);
     connect!(fg, src > snk);
     run(fg);
     let mut got = Vec::new();
@@ -141,32 +150,134 @@ fn capture() -> Result<Vec<Vec<u8>>> {
     Ok(got)
 }
 
-/// (samples, end of burst, timestamp) of each datagram, as the bursts must come out.
-const WANT: [(u32, bool, u64); 11] = [
-    (100, false, 0),
-    (100, false, 200),
-    (50, true, 400),
-    (100, false, 100_000),
-    (100, false, 100_200),
-    (100, false, 100_400),
-    (50, true, 100_600),
-    (100, false, 100_700),
-    (100, false, 100_900),
-    (100, false, 101_100),
-    (100, true, 101_300),
-];
+/// (samples, end of burst, timestamp) of each datagram, as the bursts must come out: the
+/// second burst starts at its `tx_time`, 100 000; the rest continues from there.
+fn want(format: Format) -> Vec<(u32, bool, u64)> {
+    let t = ticks_per_item(format);
+    vec![
+        (100, false, 0),
+        (100, false, 100 * t),
+        (50, true, 200 * t),
+        (100, false, 100_000),
+        (100, false, 100_000 + 100 * t),
+        (100, false, 100_000 + 200 * t),
+        (50, true, 100_000 + 300 * t),
+        (100, false, 100_000 + 350 * t),
+        (100, false, 100_000 + 450 * t),
+        (100, false, 100_000 + 550 * t),
+        (100, true, 100_000 + 650 * t),
+    ]
+}
 
 #[test]
 fn tags_cut_bursts_into_exact_datagrams_with_eob_and_time() -> Result<()> {
-    let got: Vec<(u32, bool, u64)> = capture()?
+    for format in FORMATS {
+        let datagrams = capture(format)?;
+        let got: Vec<(u32, bool, u64)> = datagrams
+            .iter()
+            .map(|dg| {
+                let info = format.parse(dg).unwrap();
+                let ticks = info.timestamp.unwrap().ticks(1.0).unwrap();
+                (info.payload_len / 4, info.eob, ticks)
+            })
+            .collect();
+        assert_eq!(got, want(format), "{format}");
+        // VRT: the trailer word is on the burst ends only.
+        if format == Format::Vrt {
+            let trailers: Vec<bool> = datagrams
+                .iter()
+                .map(|dg| fsdr_net::io::format::vrt::VrtPacket::new_checked(&dg[..]).unwrap())
+                .map(|p| p.trailer().is_some())
+                .collect();
+            let eobs: Vec<bool> = want(format).iter().map(|w| w.1).collect();
+            assert_eq!(trailers, eobs);
+        }
+    }
+    Ok(())
+}
+
+/// Builds one of the UHD helpers of `tests/uhd/`, or says why not (a failure where
+/// `FSDR_NET_REQUIRE_UHD` is set).
+fn uhd_helper(name: &str, header: &str, libs: &[&str]) -> Result<Option<std::path::PathBuf>> {
+    let required = std::env::var_os("FSDR_NET_REQUIRE_UHD").is_some();
+    if !std::path::Path::new(header).exists() {
+        assert!(
+            !required,
+            "FSDR_NET_REQUIRE_UHD is set but libuhd-dev is not installed"
+        );
+        eprintln!("skipped: UHD's headers (libuhd-dev) are not installed");
+        return Ok(None);
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir)?;
+    let exe = dir.join(name);
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/uhd")
+        .join(format!("{name}.cpp"));
+    let built = std::process::Command::new("g++")
+        .args(["-std=c++17", "-O1", "-o"])
+        .arg(&exe)
+        .arg(src)
+        .args(libs)
+        .status()?;
+    assert!(built.success(), "building the UHD helper {name}");
+    Ok(Some(exe))
+}
+
+/// Runs a helper with one hex line per datagram (`take` bytes of each) on its input;
+/// returns its output's lines split into numbers.
+fn run_helper(exe: &std::path::Path, datagrams: &[Vec<u8>], take: usize) -> Result<Vec<Vec<u64>>> {
+    let input: String = datagrams
         .iter()
         .map(|dg| {
-            let info = Format::Chdr.parse(dg).unwrap();
-            let ticks = info.timestamp.unwrap().ticks(1.0).unwrap();
-            (info.payload_len / 4, info.eob, ticks)
+            dg[..take.min(dg.len())]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+                + "\n"
         })
         .collect();
-    assert_eq!(got, WANT);
+    let mut child = std::process::Command::new(exe)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(input.as_bytes())?;
+    let out = child.wait_with_output()?;
+    assert!(out.status.success(), "{}", exe.display());
+    Ok(String::from_utf8(out.stdout)?
+        .lines()
+        .map(|l| l.split(' ').map(|x| x.parse().unwrap()).collect())
+        .collect())
+}
+
+/// UHD's own VRT unpacker (libuhd) reads the burst ends from the trailer, and the same
+/// lengths, packet counts and timestamps.
+#[test]
+fn uhd_reads_the_vrt_burst_ends_and_times_where_the_tags_put_them() -> Result<()> {
+    let Some(exe) = uhd_helper(
+        "uhd_vrt",
+        "/usr/include/uhd/transport/vrt_if_packet.hpp",
+        &["-luhd"],
+    )?
+    else {
+        return Ok(());
+    };
+    let datagrams = capture(Format::Vrt)?;
+    let uhd: Vec<(u32, bool, u64)> = run_helper(&exe, &datagrams, usize::MAX)?
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            // eob, packet count, payload bytes, has TSF, TSF, has trailer.
+            assert_eq!(
+                (f[1], f[3], f[5]),
+                (k as u64 % 16, 1, f[0]),
+                "datagram {k}: {f:?}"
+            );
+            ((f[2] / 4) as u32, f[0] == 1, f[4])
+        })
+        .collect();
+    assert_eq!(uhd, want(Format::Vrt));
     Ok(())
 }
 
@@ -174,101 +285,69 @@ fn tags_cut_bursts_into_exact_datagrams_with_eob_and_time() -> Result<()> {
 /// numbers and timestamps.
 #[test]
 fn uhd_reads_the_burst_ends_and_times_where_the_tags_put_them() -> Result<()> {
-    let required = std::env::var_os("FSDR_NET_REQUIRE_UHD").is_some();
-    if !std::path::Path::new("/usr/include/uhd/rfnoc/chdr_types.hpp").exists() {
-        assert!(
-            !required,
-            "FSDR_NET_REQUIRE_UHD is set but libuhd-dev is not installed"
-        );
-        eprintln!("skipped: UHD's headers (libuhd-dev) are not installed");
+    let Some(exe) = uhd_helper("uhd_chdr", "/usr/include/uhd/rfnoc/chdr_types.hpp", &[])? else {
         return Ok(());
-    }
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("uhd-chdr");
-    std::fs::create_dir_all(&dir)?;
-    let exe = dir.join("uhd_chdr");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/uhd/uhd_chdr.cpp");
-    let built = std::process::Command::new("g++")
-        .args(["-std=c++17", "-O1", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .status()?;
-    assert!(built.success(), "building the UHD CHDR helper");
-    let datagrams = capture()?;
-    let input: String = datagrams
+    };
+    let datagrams = capture(Format::Chdr)?;
+    let uhd: Vec<(u32, bool, u64)> = run_helper(&exe, &datagrams, 16)?
         .iter()
-        .map(|dg| {
-            dg[..16]
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-                + "\n"
-        })
-        .collect();
-    let mut child = std::process::Command::new(&exe)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()?;
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(input.as_bytes())?;
-    let out = child.wait_with_output()?;
-    assert!(out.status.success());
-    let uhd: Vec<(u32, bool, u64)> = String::from_utf8(out.stdout)?
-        .lines()
         .enumerate()
-        .map(|(k, l)| {
-            let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+        .map(|(k, f)| {
             // eob, seq, length, timed, timestamp: a timed CHDR data packet has a 16-byte header.
-            assert_eq!((f[1], f[3]), (k as u64, 1), "datagram {k}: {l}");
-            assert_eq!(f[2] as usize, datagrams[k].len(), "datagram {k}: {l}");
+            assert_eq!((f[1], f[3]), (k as u64, 1), "datagram {k}: {f:?}");
+            assert_eq!(f[2] as usize, datagrams[k].len(), "datagram {k}: {f:?}");
             ((f[2] as u32 - 16) / 4, f[0] == 1, f[4])
         })
         .collect();
-    assert_eq!(uhd, WANT);
+    assert_eq!(uhd, want(Format::Chdr));
     Ok(())
 }
 
 #[test]
 fn a_round_trip_keeps_burst_ends_and_times_on_their_items() -> Result<()> {
-    let source = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
-        .format(Format::Chdr)
-        .tick_rate(200e6)
-        .sample_rate(100e6) // two ticks a sample, as the sink stamps them
-        .finish_after_idle(Duration::from_millis(500))
-        .build()
-        .unwrap();
-    let to = source.local_addr();
-    let mut fg = Flowgraph::new();
-    let tx = tagged();
-    let snk = sink(to);
-    connect!(fg, tx > snk);
-    let src = source;
-    let col = Collect {
-        input: DefaultCpuReader::default(),
-        items: 0,
-        tags: Vec::new(),
-    };
-    connect!(fg, src > col);
-    let fg = run(fg);
-    let c = fg.block(&col).unwrap();
-    assert_eq!(c.items, N);
-    let eobs: Vec<usize> = c
-        .tags
-        .iter()
-        .filter(|(_, t)| matches!(t, Tag::NamedUsize(n, _) if n == TAG_EOB))
-        .map(|&(i, _)| i)
-        .collect();
-    assert_eq!(eobs, [249, 599, 999]);
-    let times: Vec<(usize, u64)> = c
-        .tags
-        .iter()
-        .filter_map(|(i, t)| match t {
-            Tag::NamedAny(n, v) if n == TAG_TIME => {
-                v.downcast_ref::<RxTime>().map(|r| (*i, r.ticks))
-            }
-            _ => None,
-        })
-        .collect();
-    assert_eq!(times, [(0, 0), (250, 100_000)], "{:?}", c.tags);
+    for format in FORMATS {
+        let t = ticks_per_item(format) as f64;
+        let source = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+            .format(format)
+            .tick_rate(100e6 * t)
+            .sample_rate(100e6) // as the sink stamps them
+            .finish_after_idle(Duration::from_millis(500))
+            .build()
+            .unwrap();
+        let to = source.local_addr();
+        let mut fg = Flowgraph::new();
+        let tx = tagged();
+        let snk = sink(to, format);
+        connect!(fg, tx > snk);
+        let src = source;
+        let col = Collect {
+            input: DefaultCpuReader::default(),
+            items: 0,
+            tags: Vec::new(),
+        };
+        connect!(fg, src > col);
+        let fg = run(fg);
+        let c = fg.block(&col).unwrap();
+        assert_eq!(c.items, N, "{format}");
+        let eobs: Vec<usize> = c
+            .tags
+            .iter()
+            .filter(|(_, t)| matches!(t, Tag::NamedUsize(n, _) if n == TAG_EOB))
+            .map(|&(i, _)| i)
+            .collect();
+        assert_eq!(eobs, [249, 599, 999], "{format}");
+        let times: Vec<(usize, u64)> = c
+            .tags
+            .iter()
+            .filter_map(|(i, t)| match t {
+                Tag::NamedAny(n, v) if n == TAG_TIME => {
+                    v.downcast_ref::<RxTime>().map(|r| (*i, r.ticks))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(times, [(0, 0), (250, 100_000)], "{format}: {:?}", c.tags);
+    }
     Ok(())
 }
 
@@ -276,9 +355,9 @@ fn a_round_trip_keeps_burst_ends_and_times_on_their_items() -> Result<()> {
 /// datagram then ends the burst, and the receiver counts the stream's end as seen.
 #[test]
 fn an_input_that_ends_late_still_ends_the_burst() -> Result<()> {
-    for late in [false, true] {
+    for (format, late) in FORMATS.into_iter().flat_map(|f| [(f, false), (f, true)]) {
         let source = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
-            .format(Format::Chdr)
+            .format(format)
             .time_tags(false)
             .finish_after_idle(Duration::from_millis(500))
             .build()
@@ -286,7 +365,7 @@ fn an_input_that_ends_late_still_ends_the_burst() -> Result<()> {
         let mut tx = tagged();
         tx.tags.clear();
         tx.finish_late = late;
-        let snk = sink(source.local_addr());
+        let snk = sink(source.local_addr(), format);
         let mut fg = Flowgraph::new();
         connect!(fg, tx > snk);
         let src = source;
@@ -300,15 +379,18 @@ fn an_input_that_ends_late_still_ends_the_burst() -> Result<()> {
         let stats = fg.block(&src)?.stats();
         // Ten datagrams of 100 samples, and when the input ended late an empty one.
         let datagrams = fg.block(&snk)?.send_stats().datagrams;
-        assert_eq!(datagrams, 10 + u64::from(late), "late {late}");
-        assert_eq!(fg.block(&col)?.items, N, "late {late}");
+        assert_eq!(datagrams, 10 + u64::from(late), "{format} late {late}");
+        assert_eq!(fg.block(&col)?.items, N, "{format} late {late}");
         assert_eq!(stats.engine.malformed + stats.engine.missed, 0, "{stats:?}");
         assert_eq!(
             stats.stream.ended_with_end_of_burst(),
             Some(true),
-            "late {late}: {stats:?}"
+            "{format} late {late}: {stats:?}"
         );
-        assert_eq!(stats.stream.ends_of_burst, 1, "late {late}: {stats:?}");
+        assert_eq!(
+            stats.stream.ends_of_burst, 1,
+            "{format} late {late}: {stats:?}"
+        );
     }
     Ok(())
 }

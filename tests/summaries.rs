@@ -160,6 +160,7 @@ fn every_documented_summary_matches_its_example() {
             ),
         ),
         ("loss_rx", loss_rx()),
+        ("turnaround --json", examples::turnaround(&[]).1),
         (
             "latency --json",
             run(

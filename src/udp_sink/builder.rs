@@ -4,8 +4,10 @@ use std::marker::PhantomData;
 use std::net::{SocketAddr, ToSocketAddrs};
 
 use fsdr_net_io::Format;
+use fsdr_net_io::format::vrt::context::IfContext;
+use fsdr_net_io::format::vrt::context::version::VersionInfo;
 use fsdr_net_io::sample::{Encoder, Item, WireFormat};
-use fsdr_net_io::send::{Framer, Pacer, Sender, SenderConfig};
+use fsdr_net_io::send::{ContextSender, Framer, Pacer, Sender, SenderConfig};
 use futuresdr::runtime::dev::prelude::*;
 
 use super::{Framing, Out, UdpSink};
@@ -29,6 +31,9 @@ pub struct UdpSinkBuilder<T> {
     stream_id: Option<u32>,
     uring: Option<bool>,
     batch_workers: bool,
+    context: Option<IfContext>,
+    context_every: u64,
+    difi_version: Option<VersionInfo>,
     _items: PhantomData<T>,
 }
 
@@ -48,6 +53,9 @@ impl<T: Item> UdpSinkBuilder<T> {
             stream_id: None,
             uring: None,
             batch_workers: true,
+            context: None,
+            context_every: 0,
+            difi_version: None,
             _items: PhantomData,
         }
     }
@@ -113,6 +121,40 @@ impl<T: Item> UdpSinkBuilder<T> {
         self.stream_id = Some(id);
         self
     }
+    /// VRT: send DIFI standard context packets stating `ctx` (the sample rate defaults to
+    /// the builder's [`sample_rate`](Self::sample_rate)); setting tags change it (see
+    /// [`UdpSink`]). Without it a VRT stream carries data packets only.
+    ///
+    /// ```no_run
+    /// use fsdr_net::UdpSink;
+    /// use fsdr_net::io::Format;
+    /// use fsdr_net::io::format::vrt::context::IfContext;
+    /// use num_complex::Complex;
+    ///
+    /// let sink = UdpSink::<Complex<f32>>::builder("127.0.0.1:49000")
+    ///     .format(Format::Vrt)
+    ///     .timestamps(0, 1.0)
+    ///     .context(IfContext { rf_ref_freq_hz: Some(2.4e9), ..Default::default() })
+    ///     .context_every(1000)
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn context(mut self, ctx: IfContext) -> Self {
+        self.context = Some(ctx);
+        self
+    }
+    /// VRT with [`context`](Self::context): repeat the context every `n` data packets, as
+    /// DIFI asks of a stream a receiver may join late (default 0: on start and on changes).
+    pub fn context_every(mut self, n: u64) -> Self {
+        self.context_every = n;
+        self
+    }
+    /// VRT with [`context`](Self::context): also send DIFI 1.1 version packets with this
+    /// version and build code (with the first context packet and its repeats).
+    pub fn difi_version(mut self, v: VersionInfo) -> Self {
+        self.difi_version = Some(v);
+        self
+    }
     /// Full control over the sending socket (destination, batch and GSO taken from the
     /// builder).
     pub fn sender_config(mut self, cfg: SenderConfig) -> Self {
@@ -139,6 +181,26 @@ impl<T: Item> UdpSinkBuilder<T> {
             None => WireFormat::for_items::<T>(self.format)?,
         };
         let encoder = Encoder::<T>::new(wire)?;
+        if (self.context_every > 0 || self.difi_version.is_some()) && self.context.is_none() {
+            return Err(Error::config(
+                "context_every and difi_version need context (the IfContext to send)",
+            ));
+        }
+        if self.context.is_some() && self.format != Format::Vrt {
+            return Err(Error::config(format!(
+                "context packets are VRT's; the format is {}",
+                self.format
+            )));
+        }
+        let context = self.context.clone().map(|mut ctx| {
+            ctx.sample_rate_sps = ctx.sample_rate_sps.or(self.sample_rate);
+            let mut c =
+                ContextSender::new(ctx, self.stream_id.unwrap_or(0)).every(self.context_every);
+            if let Some(v) = self.difi_version {
+                c = c.version(v);
+            }
+            c
+        });
         let mut framer = Framer::new(self.format);
         if let Some((start, tpi)) = self.timestamps {
             framer = framer.timestamps(start, tpi);
@@ -205,9 +267,10 @@ impl<T: Item> UdpSinkBuilder<T> {
             not_before: None,
             items_sent: 0,
             batch_workers: self.batch_workers,
-            eob_flag: self.format == Format::Chdr,
+            eob_flag: matches!(self.format, Format::Chdr | Format::Vrt),
             open_burst: false,
             warned_time: false,
+            context,
         })
     }
 }

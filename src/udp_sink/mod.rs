@@ -6,7 +6,7 @@ mod bursts;
 use std::time::{Duration, Instant};
 
 use fsdr_net_io::sample::{Encoder, Item};
-use fsdr_net_io::send::{Framer, Pacer, SendStats, Sender};
+use fsdr_net_io::send::{ContextSender, Framer, Pacer, SendStats, Sender};
 #[cfg(feature = "uring")]
 use fsdr_net_io::send::{Submit, UringSender};
 use futuresdr::runtime::Timer;
@@ -36,12 +36,22 @@ enum Out {
 /// Tags make bursts, with UHD's names: [`TAG_TX_SOB`] on a burst's first item,
 /// [`TAG_TX_EOB`] on its last, [`TAG_TX_TIME`] on the item a device time belongs to. A
 /// datagram never spans a burst's start or end: a burst of N items becomes exactly the
-/// datagrams its length needs, the last one short. In CHDR a burst's last datagram, and the
-/// stream's last one when the input ends, carry the end-of-burst flag (an empty datagram
-/// when the input ends after its last items went out), as a USRP marks them; the receiving
+/// datagrams its length needs, the last one short. A burst's last datagram, and the stream's
+/// last one when the input ends, carry the end of burst (CHDR's EOB flag; in VRT a trailer
+/// word with the end-of-burst indicator, as UHD reads it; an empty datagram when the input
+/// ends after its last items went out), as a USRP marks them; the receiving
 /// [`UdpSource`](crate::UdpSource) tags that item [`TAG_EOB`](crate::TAG_EOB). A
 /// `tx_time` re-anchors the timestamps (CHDR, VRT with the builder's
 /// [`timestamps`](UdpSinkBuilder::timestamps)); the datagrams after it follow the items sent.
+///
+/// VRT with [`context`](UdpSinkBuilder::context): DIFI standard context packets with the
+/// data's stream ID go out before the first data packet, before the first data packet after
+/// a `tx_freq`, `tx_rate`, `tx_gain` or `tx_bandwidth` tag changed a setting (the tag cuts
+/// the datagram there; the packet is stamped with that item's time), and every
+/// [`context_every`](UdpSinkBuilder::context_every) data packets; with
+/// [`difi_version`](UdpSinkBuilder::difi_version) a DIFI version packet with the first and
+/// the repeated ones. A [`UdpSource`](crate::UdpSource) turns them back into `rx_*` tags on
+/// the same items.
 ///
 /// # Stream Inputs
 ///
@@ -84,6 +94,8 @@ pub struct UdpSink<T: Item> {
     open_burst: bool,
     /// A `tx_time` tag on a stream without timestamps was reported.
     warned_time: bool,
+    /// VRT context (and DIFI version) packets beside the data.
+    context: Option<ContextSender>,
 }
 
 /// How items become datagrams.
@@ -117,7 +129,7 @@ impl<T: Item> Framing<T> {
             let count = if final_one && last > 0 { last } else { per };
             let payload = count * wb;
             let pad = self.framer.pad_for(payload);
-            let len = header + payload + pad;
+            let len = header + payload + pad + self.framer.trailer_len(final_one && eob);
             if target.len() < bytes + len {
                 target.resize(bytes + len, 0);
             }
@@ -139,33 +151,78 @@ impl<T: Item> Framing<T> {
         let segment = if n_dg == 1 { bytes } else { full_len };
         Ok((bytes, sent_items, segment))
     }
+
+    /// Whether the last of several datagrams, `last` items (0: a full one) and ending a
+    /// burst, would be longer than the others (VRT's trailer on a full or nearly full
+    /// datagram), which UDP GSO cannot send in one call.
+    fn last_outgrows(&self, last: usize) -> bool {
+        let wb = self.encoder.bytes_per_item();
+        let len = |items: usize| {
+            let payload = items * wb;
+            payload + self.framer.pad_for(payload)
+        };
+        let count = if last > 0 { last } else { self.payload_items };
+        len(count) + self.framer.trailer_len(true) > len(self.payload_items)
+    }
+}
+
+/// Sends one datagram on its own (an end of burst without items, a context packet).
+fn send_one(out: &mut Out, dg: &[u8]) -> std::result::Result<(), String> {
+    match out {
+        Out::Mmsg(sender) => sender
+            .send_datagrams(&[dg])
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        #[cfg(feature = "uring")]
+        Out::Uring(Some(u), _) => {
+            let mut b = u.buffer();
+            b.clear();
+            b.extend_from_slice(dg);
+            u.submit(b, dg.len()).map_err(|e| e.to_string())
+        }
+        #[cfg(feature = "uring")]
+        Out::Uring(None, _) => Err("sink closed".into()),
+    }
+}
+
+/// Sends the context packets that are due before the next data packet, stamped `next`.
+fn send_context(
+    context: &mut Option<ContextSender>,
+    out: &mut Out,
+    next: Option<u64>,
+) -> Result<()> {
+    let Some(c) = context.as_mut().filter(|c| c.due()) else {
+        return Ok(());
+    };
+    let packets = c
+        .packets(next)
+        .map_err(|e| anyhow::anyhow!("UdpSink: building a context packet: {e}"))?;
+    for p in packets {
+        if let Err(e) = send_one(out, &p) {
+            tracing::warn!(error = %e, "UdpSink: sending a context packet");
+        }
+    }
+    Ok(())
 }
 
 impl<T: Item> UdpSink<T> {
     /// Sends a datagram without items that ends the burst.
     fn send_empty_end_of_burst(&mut self) {
-        let mut dg = vec![0u8; self.framing.framer.header_len()];
+        let framer = &self.framing.framer;
+        let mut dg = vec![0u8; framer.header_len() + framer.trailer_len(true)];
         if let Err(e) = self.framing.framer.frame_end_of_burst(&mut dg, 0, 0) {
             tracing::warn!(error = %e, "UdpSink: framing the end of burst");
             return;
         }
-        let sent = match &mut self.out {
-            Out::Mmsg(sender) => sender.send_datagrams(&[&dg]).map_err(|e| e.to_string()),
-            #[cfg(feature = "uring")]
-            Out::Uring(Some(u), _) => {
-                let len = dg.len();
-                let mut b = u.buffer();
-                b.clear();
-                b.extend_from_slice(&dg);
-                u.submit(b, len).map_err(|e| e.to_string())
-            }
-            #[cfg(feature = "uring")]
-            Out::Uring(None, _) => Err("sink closed".into()),
-        };
-        match sent {
-            Ok(_) => self.open_burst = false,
+        match send_one(&mut self.out, &dg) {
+            Ok(()) => self.open_burst = false,
             Err(e) => tracing::warn!(error = %e, "UdpSink: sending the end of burst"),
         }
+    }
+
+    /// Context packets sent so far (0 without [`UdpSinkBuilder::context`]).
+    pub fn context_sent(&self) -> u64 {
+        self.context.as_ref().map_or(0, ContextSender::sent)
     }
 
     /// A builder for a sink sending to `dest`: anything [`std::net::ToSocketAddrs`] takes,
@@ -217,7 +274,12 @@ impl<T: Item> Kernel for UdpSink<T> {
         let finished = self.input.finished();
         let (items, tags) = self.input.slice_with_tags();
         // Bursts: tags cut the stream, the end of the input is the end of the last burst.
-        let mut seg = bursts::segment(tags, items.len());
+        let mut seg = bursts::segment(tags, items.len(), self.context.is_some());
+        if let Some(c) = self.context.as_mut() {
+            for (name, value) in &seg.settings {
+                c.apply(name, *value);
+            }
+        }
         if finished && seg.len == items.len() {
             seg.bounded = true;
             seg.eob = true;
@@ -238,11 +300,27 @@ impl<T: Item> Kernel for UdpSink<T> {
         // The whole segment goes in this call when it fits a batch; its last datagram may
         // then be short and end the burst.
         let whole = seg.bounded && full + usize::from(rest > 0) <= self.batch;
-        let (n_dg, last, eob) = if whole {
+        let (mut n_dg, mut last, mut eob) = if whole {
             (full + usize::from(rest > 0), rest, seg.eob && self.eob_flag)
         } else {
             (full.min(self.batch), 0, false)
         };
+        // A last datagram that its end-of-burst trailer makes longer than the others goes
+        // alone in the next call (one GSO call sends equal segments and a shorter last one).
+        if eob && n_dg > 1 && self.framing.last_outgrows(last) {
+            // The full datagrams go now (`full` of them either way); the last one next.
+            (n_dg, last, eob) = (n_dg - 1, 0, false);
+        }
+        if n_dg > 0 {
+            let next = self.framing.framer.next_timestamp();
+            send_context(&mut self.context, &mut self.out, next)?;
+        }
+        // A repeated context packet goes between two data packets: the batch ends there.
+        if let Some(c) = &self.context
+            && (n_dg as u64) > c.until_due()
+        {
+            (n_dg, last, eob) = (c.until_due() as usize, 0, false);
+        }
         if n_dg == 0 {
             if finished {
                 if self.open_burst && self.eob_flag {
@@ -293,6 +371,9 @@ impl<T: Item> Kernel for UdpSink<T> {
         }
         self.input.consume(sent_items);
         self.items_sent += sent_items as u64;
+        if let Some(c) = self.context.as_mut() {
+            c.data_sent(n_dg as u64);
+        }
         let wait = self
             .pacer
             .as_mut()

@@ -18,6 +18,7 @@ const EXAMPLES: &[&str] = &[
     "inplace_rx",
     "latency",
     "embed",
+    "turnaround",
 ];
 
 /// The path of an example's binary, after building every example the tests run once.
@@ -76,4 +77,30 @@ pub fn last_json(stdout: &[u8]) -> Value {
     let text = String::from_utf8_lossy(stdout);
     serde_json::from_str(text.lines().last().unwrap_or(""))
         .unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Runs the turnaround example (with `extra` flags) against the turnaround probe for a short,
+/// slow stream; returns what the probe measured and the example's output.
+pub fn turnaround(extra: &[&str]) -> (fsdr_net::io::turnaround::ProbeReport, std::process::Output) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let back = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(example("turnaround"))
+        .args([
+            "--listen", &listen, "--dest", &back, "--json", "--idle", "0.5",
+        ])
+        .args(["--spp", "1000"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("turnaround starts");
+    wait_until_listening(&mut child);
+    let report =
+        fsdr_net::io::turnaround::Probe::new(listen.parse().unwrap(), back.parse().unwrap())
+            .rate(2e6)
+            .samples_per_packet(1000)
+            .duration(std::time::Duration::from_millis(300))
+            .run()
+            .expect("the probe runs");
+    (report, child.wait_with_output().expect("turnaround ends"))
 }

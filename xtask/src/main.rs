@@ -14,6 +14,7 @@
 //! * `cargo xtask latency --pipes P --stages S [--granularity G] [--scheduler smol|flow]`:
 //!   records an LTTng trace of `examples/latency.rs` and prints p50/p99 per pipe (`--usrp`:
 //!   network arrival to sink through `usrp_rx`).
+//! * `cargo xtask turnaround [--rates 50e6,200e6]`: arrival to answer through a flowgraph.
 //! * `cargo xtask host [--seconds S]`: what the host does to a sleeping thread (how late it
 //!   wakes) and how much CPU time the hypervisor steals; `loss` and `latency` report the same
 //!   beside their figures.
@@ -37,6 +38,7 @@ mod report;
 mod safety;
 mod shape;
 mod soak;
+mod turnaround;
 
 use std::process::Command;
 
@@ -79,6 +81,8 @@ enum Task {
     /// Record an LTTng trace of the latency example (or usrp_rx with --usrp) and print the
     /// latency distribution per pipe (needs root and the LTTng packages).
     Latency(latency::LatencyArgs),
+    /// Arrival to answer through examples/turnaround.rs, with the bare loop as the floor.
+    Turnaround(turnaround::TurnaroundArgs),
     /// How late a thread sleeping 1 ms wakes on this host, and the CPU time stolen by the
     /// hypervisor: what bounds any receiver's latency tail here.
     Host {
@@ -145,6 +149,7 @@ fn main() -> Result<()> {
         } => test(no_install, !no_loom, &rest),
         Task::Fuzz { seconds, target } => fuzz(seconds, target.as_deref()),
         Task::Latency(args) => latency::run(args),
+        Task::Turnaround(args) => turnaround::run(args),
         Task::Host { seconds, json } => host::run(seconds, json),
         Task::ProbeBench => latency::probe_bench(std::path::Path::new("target/fsdr-net")),
         Task::Loss(args) => loss::run(args, || {

@@ -67,6 +67,7 @@ pub mod stats;
 pub mod sys;
 #[cfg(test)]
 mod testing;
+pub mod turnaround;
 
 pub use engine::{
     Arrival, Backend, Capabilities, Clocks, Coalesce, Datagram, DatagramMeta, Engine, EngineConfig,

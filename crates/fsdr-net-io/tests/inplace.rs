@@ -240,6 +240,9 @@ fn a_clean_stream_lands_in_place_without_a_copy() {
         );
         if format != Format::Seq64 {
             assert_eq!(r.tags.first().map(|t| t.0), Some(0), "time tag at 0: {ctx}");
+            // The stream's last packet ends its burst (VRT: in a trailer, read from the
+            // whole datagram while its payload stays in place).
+            assert_eq!(r.dp.ended_with_end_of_burst(), Some(true), "{ctx}");
         }
     }
 }

@@ -138,7 +138,7 @@ field_table!(DepacketizerStats {
     datagrams, "Datagrams taken.";
     staged, "Datagrams that did not fit the output and were staged (copied) for later calls.";
     copied_bytes, "Payload bytes copied after the kernel (decoded into the output, or staged).";
-    ends_of_burst, "Datagrams that ended a burst (CHDR's EOB flag).";
+    ends_of_burst, "Datagrams that ended a burst (CHDR's EOB flag, VRT's trailer indicator).";
     after_end_of_burst, "Datagrams taken since the last end of burst (all when none came): 0 when the stream ended with one.";
 });
 

@@ -299,14 +299,15 @@ impl Emulator {
                     .samples
                     .map_or(spp as u64, |total| (total - sample).min(spp as u64))
                     as usize;
-                // The stream's last packet ends its burst (CHDR's EOB), as a USRP's does
+                // The stream's last packet ends its burst (CHDR's EOB, VRT's trailer), as a USRP's does
                 // when it stops streaming: a stop or the end of the duration takes effect
                 // with this packet.
                 let last = self.stop.load(Ordering::Relaxed)
                     || cfg.duration.is_some_and(|d| start.elapsed() >= d)
                     || cfg.samples.is_some_and(|total| sample + n as u64 >= total);
                 finished = last;
-                let len = header + 4 * n;
+                // VRT's end of burst is a trailer word after the samples.
+                let len = header + 4 * n + cfg.format.trailer_len(last);
                 packet += 1;
                 if f.restart_after.is_some_and(|a| packet == a + 1) {
                     for (c, framer) in framers.iter_mut().enumerate() {
@@ -330,7 +331,7 @@ impl Emulator {
                         framer.frame(dg, n as u64, 0)
                     }
                     .map_err(|e| Error::Io(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
-                    self.fill(sample, &mut dg[header..]);
+                    self.fill(sample, &mut dg[header..header + 4 * n]);
                     r.packets_sent += 1;
                     r.samples_sent += n as u64;
                     if faulty(c) && every(f.reorder_every, packet) && held.is_none() {

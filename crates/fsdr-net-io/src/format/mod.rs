@@ -165,7 +165,8 @@ pub struct DataHeader {
     pub seq: u64,
     /// Timestamp of the first sample: CHDR ticks, VRT sample count.
     pub timestamp: Option<u64>,
-    /// End of burst (CHDR).
+    /// End of burst: CHDR's EOB flag; VRT's trailer with the end-of-burst indicator
+    /// ([`vrt::EOB_TRAILER`], 4 bytes after the padding: [`Format::trailer_len`]).
     pub eob: bool,
     /// Stream identifier: VRT stream ID, CHDR destination endpoint (default 0 in both:
     /// channel 0, [`channel_stream_id`](crate::emulator::channel_stream_id)).
@@ -271,6 +272,29 @@ impl Format {
         }
     }
 
+    /// Bytes after the payload (and its padding) of a datagram the emitter writes: VRT's
+    /// trailer word on a burst's last packet, where its end-of-burst indicator is; 0 for
+    /// every other datagram and format (CHDR's EOB is a header flag).
+    ///
+    /// ```
+    /// use fsdr_net_io::Format;
+    ///
+    /// assert_eq!(Format::Vrt.trailer_len(true), 4);
+    /// assert_eq!(Format::Vrt.trailer_len(false), 0);
+    /// assert_eq!(Format::Chdr.trailer_len(true), 0);
+    /// ```
+    pub fn trailer_len(&self, eob: bool) -> usize {
+        if eob && *self == Format::Vrt { 4 } else { 0 }
+    }
+
+    /// Whether a datagram whose header words are `head` carries fields after its payload
+    /// that [`Format::parse_head`] cannot read from the head alone (VRT's trailer, where the
+    /// end of burst is): a receiver that scattered the payload parses the whole datagram
+    /// instead.
+    pub fn trailer_unseen(&self, head: &[u8]) -> bool {
+        *self == Format::Vrt && head.first().is_some_and(|b| b >> 2 & 1 == 1)
+    }
+
     /// Parses a datagram.
     pub fn parse(&self, datagram: &[u8]) -> Result<PacketInfo, FormatError> {
         match self {
@@ -282,10 +306,11 @@ impl Format {
     }
 
     /// Parses a datagram of `len` bytes from its first bytes `head`, which must hold the
-    /// whole header (VRT: every header word; the trailer is not needed): what a receiver
-    /// that scattered the payload straight into an output buffer has at hand. The same
-    /// result as [`Format::parse`] on the whole datagram, or an error (`Truncated` when
-    /// `head` ends inside the header).
+    /// whole header (VRT: every header word): what a receiver that scattered the payload
+    /// straight into an output buffer has at hand. The same result as [`Format::parse`] on
+    /// the whole datagram, or an error (`Truncated` when `head` ends inside the header) —
+    /// except a VRT trailer's end of burst, which only the whole datagram shows
+    /// ([`Format::trailer_unseen`] says when a head leaves it out).
     ///
     /// ```
     /// use fsdr_net_io::format::{DataHeader, Format};
@@ -326,9 +351,10 @@ impl Format {
     /// ```
     pub fn emit_header(&self, datagram: &mut [u8], h: &DataHeader) -> Result<usize, FormatError> {
         let header = self.header_len(h.timestamp.is_some());
-        if datagram.len() < header + h.pad {
+        let needed = header + h.pad + self.trailer_len(h.eob);
+        if datagram.len() < needed {
             return Err(FormatError::Truncated {
-                needed: header + h.pad,
+                needed,
                 got: datagram.len(),
             });
         }
@@ -426,6 +452,12 @@ mod tests {
                 for k in 0..=dg.len().min(40) {
                     let head = format.parse_head(&dg[..k], len);
                     match (&whole, &head) {
+                        // The one field a head cannot show: VRT's trailer, which the
+                        // format says it holds (`trailer_unseen`).
+                        (Ok(w), Ok(h)) if k < len && format.trailer_unseen(&dg[..k]) => {
+                            let w = PacketInfo { eob: false, ..*w };
+                            assert_eq!(&w, h, "{format:?} prefix {k}")
+                        }
                         (Ok(w), Ok(h)) => assert_eq!(w, h, "{format:?} prefix {k}"),
                         (Ok(w), Err(_)) => assert!(
                             k < w.payload_offset as usize,

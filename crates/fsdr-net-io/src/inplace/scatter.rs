@@ -250,7 +250,17 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             return refused;
         }
         let head = &self.heads[slot * HEAD_CAP..slot * HEAD_CAP + p.head];
-        let Ok(info) = self.format.parse_head(head, meta.len) else {
+        let parsed = if self.format.trailer_unseen(head) {
+            // A trailer (VRT's end of burst, a burst's last packet) is read from the whole
+            // datagram, gathered from its areas; the payload stays where it landed.
+            let whole = self.copy_out(u);
+            let info = self.format.parse(&whole);
+            self.spare.push(whole);
+            info
+        } else {
+            self.format.parse_head(head, meta.len)
+        };
+        let Ok(info) = parsed else {
             return refused;
         };
         let payload = info.payload_len as usize;

@@ -103,6 +103,12 @@ impl Framer {
         self.format.header_len(self.time.is_some())
     }
 
+    /// Bytes after the padding of a datagram that ends a burst (`eob`) or not: VRT's
+    /// end-of-burst trailer word, [`Format::trailer_len`].
+    pub fn trailer_len(&self, eob: bool) -> usize {
+        self.format.trailer_len(eob)
+    }
+
     /// Bytes of padding a payload of `payload` bytes needs (VRT: up to the next 32-bit word;
     /// 0 for other formats).
     pub fn pad_for(&self, payload: usize) -> usize {
@@ -131,8 +137,9 @@ impl Framer {
     }
 
     /// As [`Framer::frame`], for the last datagram of a burst: it carries the end-of-burst
-    /// flag where the format has one (CHDR), as a USRP marks the last packet of a burst and of
-    /// a stream it stops. Receivers count it
+    /// flag (CHDR's EOB; in VRT a trailer word after the padding, so `datagram` is
+    /// [`Framer::trailer_len`] bytes longer), as a USRP marks the last packet of a burst and
+    /// of a stream it stops. Receivers count it
     /// ([`DepacketizerStats::ends_of_burst`](crate::depacketizer::DepacketizerStats::ends_of_burst)),
     /// so that a lost last packet can be seen.
     pub fn frame_end_of_burst(

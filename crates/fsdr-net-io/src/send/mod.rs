@@ -20,6 +20,7 @@
 //! assert_eq!((n, buf[0]), (100, 1)); // GNU Radio's first sequence number is 1
 //! ```
 
+mod context;
 mod framer;
 mod pacer;
 mod stream;
@@ -31,6 +32,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+pub use context::{ContextSender, SETTING_TAGS};
 pub use framer::Framer;
 pub use pacer::Pacer;
 pub use stream::{SendReport, StreamSender};

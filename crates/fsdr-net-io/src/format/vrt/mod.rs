@@ -16,6 +16,11 @@
 //! payload, trailer. Context packets carry no samples: [`context`] parses them (with the
 //! `vita49` crate). DIFI data packets are accepted whatever their OUI.
 //!
+//! End of burst: the trailer's first user-defined indicator (bit 8, enabled by bit 20), the
+//! bit UHD's VRT unpacker reads as `eob` (start of burst: bit 9, enabled by bit 21). The
+//! emitter writes a trailer only on a burst's last packet ([`EOB_TRAILER`]); DIFI 1.x data
+//! packets otherwise carry none.
+//!
 //! ```
 //! use fsdr_net_io::format::vrt::VrtPacket;
 //! use fsdr_net_io::format::{DataHeader, Format};
@@ -35,6 +40,22 @@ use super::{DataHeader, FormatError, PacketClass, PacketInfo, Timestamp, need};
 
 /// The DIFI organisationally unique identifier, used by the emitter's class ID.
 pub const DIFI_OUI: u32 = 0x6A_621E;
+
+/// The trailer word the emitter puts on a burst's last packet: the end-of-burst indicator
+/// (bit 8) and its enable (bit 20), as UHD reads them.
+pub const EOB_TRAILER: u32 = (1 << 20) | (1 << 8);
+
+/// Whether a trailer word says end of burst (indicator bit 8 with its enable bit 20).
+///
+/// ```
+/// use fsdr_net_io::format::vrt::{EOB_TRAILER, trailer_ends_burst};
+///
+/// assert!(trailer_ends_burst(EOB_TRAILER));
+/// assert!(!trailer_ends_burst(1 << 8)); // indicator without its enable
+/// ```
+pub fn trailer_ends_burst(trailer: u32) -> bool {
+    (trailer >> 20) & (trailer >> 8) & 1 == 1
+}
 
 /// Integer timestamp type (TSI).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -453,7 +474,7 @@ pub(crate) fn emit_data_header(datagram: &mut [u8], h: &DataHeader) -> Result<()
         packet_type: 1,
         stream_id: Some(h.stream_id.unwrap_or(0)),
         class_id: Some(class_id),
-        trailer: None,
+        trailer: h.eob.then_some(EOB_TRAILER),
         timestamp: h.timestamp.map(|t| VrtTimestamp {
             tsi: Tsi::None,
             integer: None,
@@ -464,7 +485,9 @@ pub(crate) fn emit_data_header(datagram: &mut [u8], h: &DataHeader) -> Result<()
         size_words: (len / 4) as u16,
     }
     .emit(datagram);
-    datagram[len - h.pad..].fill(0);
+    // The padding ends the payload, before the trailer.
+    let end = len - if h.eob { 4 } else { 0 };
+    datagram[end - h.pad..end].fill(0);
     Ok(())
 }
 
@@ -486,6 +509,11 @@ pub(crate) fn parse_head(head: &[u8], len: usize) -> Result<PacketInfo, FormatEr
         });
     }
     let mut info = PacketInfo::data(start..start + payload - pad);
+    // The trailer is the datagram's last word; a head without it cannot say (a receiver
+    // that scattered the payload asks `trailer_unseen` first).
+    if head.len() == len {
+        info.eob = packet.trailer().is_some_and(trailer_ends_burst);
+    }
     info.class = match packet.packet_type() {
         0..=3 => PacketClass::Data,
         4 | 5 => PacketClass::Context,

@@ -154,3 +154,45 @@ fn malformed() {
         Err(FormatError::LengthMismatch { .. })
     ));
 }
+
+#[test]
+fn an_end_of_burst_is_a_trailer_after_the_padding_and_only_the_whole_datagram_shows_it() {
+    use crate::format::{DataHeader, Format};
+    for pad in 0..=3usize {
+        let payload = 8 - pad;
+        let h = Format::Vrt.header_len(true);
+        let mut dg = vec![0xeeu8; h + payload + pad + Format::Vrt.trailer_len(true)];
+        let fields = DataHeader {
+            seq: 5,
+            timestamp: Some(77),
+            eob: true,
+            pad,
+            ..Default::default()
+        };
+        Format::Vrt.emit_header(&mut dg, &fields).unwrap();
+        let info = Format::Vrt.parse(&dg).unwrap();
+        assert!(info.eob, "pad {pad}");
+        assert_eq!(info.payload(), h..h + payload, "pad {pad}");
+        // Padding zero, trailer last.
+        assert!(dg[h + payload..h + payload + pad].iter().all(|&b| b == 0));
+        let end = dg.len();
+        assert_eq!(dg[end - 4..], EOB_TRAILER.to_be_bytes());
+        // From the head alone the trailer cannot be seen, and the format says so.
+        assert!(Format::Vrt.trailer_unseen(&dg[..h]));
+        assert!(!Format::Vrt.parse_head(&dg[..h], dg.len()).unwrap().eob);
+        // Without the end of burst: no trailer.
+        let mut plain = vec![0u8; h + 8];
+        Format::Vrt
+            .emit_header(&mut plain, &DataHeader::default())
+            .unwrap();
+        assert!(!Format::Vrt.trailer_unseen(&plain[..h]));
+        assert!(!Format::Vrt.parse(&plain).unwrap().eob);
+    }
+    // Too short for header and trailer: an error, not a panic.
+    let mut short = vec![0u8; Format::Vrt.header_len(false)];
+    let eob = DataHeader {
+        eob: true,
+        ..Default::default()
+    };
+    assert!(Format::Vrt.emit_header(&mut short, &eob).is_err());
+}

@@ -25,6 +25,8 @@ use vita49::{DeviceId, Gain, PacketType, Tsf, Tsi};
 use super::DIFI_OUI;
 use crate::format::FormatError;
 
+pub mod version;
+
 /// DIFI's information class code of its standard packets.
 pub const DIFI_INFO_CLASS: u16 = 0x0000;
 /// DIFI's packet class code of the standard context packet.
@@ -184,6 +186,10 @@ impl ContextTracker {
                 return Vec::new();
             }
         };
+        // A version packet states no radio settings: the stream's settings stay as they are.
+        if ctx.difi == Some(Difi::VersionFlavor) {
+            return Vec::new();
+        }
         let before = self.last.get(&ctx.stream_id);
         if before.is_some_and(|b| !ctx.settings_differ(b)) {
             return Vec::new();
@@ -276,7 +282,10 @@ fn check_supported(datagram: &[u8]) -> Result<(), FormatError> {
 pub fn parse_context(datagram: &[u8]) -> Result<IfContext, FormatError> {
     check_supported(datagram)?;
     let packet = Vrt::try_from(datagram).map_err(vita)?;
-    if packet.header().packet_type() != PacketType::Context {
+    if !matches!(
+        packet.header().packet_type(),
+        PacketType::Context | PacketType::ExtensionContext
+    ) {
         return Err(FormatError::Context("not a context packet".into()));
     }
     let c = packet.payload().context().map_err(vita)?;

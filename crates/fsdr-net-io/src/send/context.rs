@@ -1,0 +1,248 @@
+//! [`ContextSender`]: the context packets (and DIFI version packets) a VRT sender puts beside
+//! its data packets — on start, whenever a setting changes, and every N data packets — so
+//! that a DIFI receiver learns the stream's sample rate, frequency, bandwidth and gain.
+//!
+//! Which DIFI version each part follows (IEEE-ISTO 4900: 1.0 of 2021, 1.1, 1.2):
+//!
+//! | what the sender does | DIFI |
+//! |---|---|
+//! | standard context packet: type 4, class (DIFI OUI, 0, 1), CIF0 `0xFBB98000` with every required field (zero where not set), change indicator on changes | 1.0 on; the layout the DIFI validator checks for 1.1 |
+//! | version packet: type 5, class (DIFI OUI, 0, 4), CIF0 `0x80000002`/`0x00000002`, CIF1 `0x0000000C`, V49 spec `4`, version and build code with DIFI's type and ICD version bits | 1.1 on |
+//! | context and version packets before the data they describe, with the data's stream ID, own packet counts | 1.0 on |
+//! | timestamps: a sample count (TSF = 1), as the sink's data packets carry | **not DIFI**: DIFI asks integer UTC seconds and picoseconds (TSI = 1, TSF = 2); VITA-49-valid, read by this project's receiver and `vita49` |
+//! | end of burst: a trailer on the burst's last data packet (VITA-49.2 user indicator, UHD's EOB) | **not DIFI** (its data packets carry no trailer, and it has no bursts) |
+//! | DIFI 1.2's additions (extension packets, further context fields) | not sent |
+
+use crate::format::FormatError;
+use crate::format::vrt::DIFI_OUI;
+use crate::format::vrt::context::version::{VersionInfo, emit_version};
+use crate::format::vrt::context::{DIFI_CONTEXT_CLASS, DIFI_INFO_CLASS, IfContext, emit_context};
+
+/// The tag names (UHD's) that change a setting of the stream, and the context field each one
+/// sets.
+pub const SETTING_TAGS: [&str; 4] = ["tx_rate", "tx_freq", "tx_bandwidth", "tx_gain"];
+
+/// Decides when a VRT sender sends context packets, and builds them: a DIFI 1.x standard
+/// context packet (class DIFI OUI, 0, 1; every field DIFI requires, zero where not set) with
+/// the data packets' stream ID, first before any data, again before the first data packet
+/// after a setting changed (with the change indicator set), and every `every` data packets
+/// (the same context, change indicator clear); with a [`VersionInfo`], a DIFI 1.1 version
+/// packet goes with the first and with every repeated context packet. Context and version
+/// packets count their own packet counts (VITA-49: per stream and packet type).
+///
+/// ```
+/// use fsdr_net_io::format::vrt::context::{IfContext, parse_context};
+/// use fsdr_net_io::send::ContextSender;
+///
+/// let mut ctx = ContextSender::new(IfContext {
+///     sample_rate_sps: Some(1e6),
+///     rf_ref_freq_hz: Some(2.4e9),
+///     ..Default::default()
+/// }, 1)
+/// .every(100);
+/// assert!(ctx.due());
+/// let first = ctx.packets(Some(0)).unwrap();
+/// assert_eq!(parse_context(&first[0]).unwrap().rf_ref_freq_hz, Some(2.4e9));
+/// ctx.data_sent(99);
+/// assert!(!ctx.due());
+/// assert!(ctx.apply("tx_freq", 2.5e9));
+/// assert!(ctx.due());
+/// let changed = parse_context(&ctx.packets(Some(99)).unwrap()[0]).unwrap();
+/// assert_eq!((changed.rf_ref_freq_hz, changed.changed), (Some(2.5e9), true));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ContextSender {
+    ctx: IfContext,
+    every: u64,
+    version: Option<VersionInfo>,
+    /// Data packets since the last context packet.
+    since: u64,
+    /// Nothing sent yet, or a setting changed since.
+    pending: bool,
+    changed: bool,
+    context_count: u8,
+    version_count: u8,
+    sent: u64,
+}
+
+impl ContextSender {
+    /// Sends `ctx` (its stream ID and class ID replaced: `stream_id`, DIFI's standard
+    /// context class) on start and on changes; no repeats, no version packets.
+    pub fn new(mut ctx: IfContext, stream_id: u32) -> Self {
+        ctx.stream_id = Some(stream_id);
+        ctx.class_id = Some((DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS));
+        Self {
+            ctx,
+            every: 0,
+            version: None,
+            since: 0,
+            pending: true,
+            changed: true,
+            context_count: 0,
+            version_count: 0,
+            sent: 0,
+        }
+    }
+
+    /// Repeats the context every `n` data packets (0: never).
+    pub fn every(mut self, n: u64) -> Self {
+        self.every = n;
+        self
+    }
+
+    /// Sends a DIFI version packet with the first and every repeated context packet.
+    pub fn version(mut self, v: VersionInfo) -> Self {
+        self.version = Some(v);
+        self
+    }
+
+    /// The context as it stands.
+    pub fn context(&self) -> &IfContext {
+        &self.ctx
+    }
+
+    /// Data packets until a repeat is due (`u64::MAX` without repeats): a sender cuts its
+    /// batch there.
+    pub fn until_due(&self) -> u64 {
+        if self.pending {
+            0
+        } else if self.every == 0 {
+            u64::MAX
+        } else {
+            self.every.saturating_sub(self.since)
+        }
+    }
+
+    /// Whether context packets go before the next data packet.
+    pub fn due(&self) -> bool {
+        self.until_due() == 0
+    }
+
+    /// Takes a setting by its tag name ([`SETTING_TAGS`]: Hz, samples per second, dB);
+    /// returns whether it changed the context. Other names change nothing.
+    pub fn apply(&mut self, name: &str, value: f64) -> bool {
+        let c = &mut self.ctx;
+        let before = c.clone();
+        match name {
+            "tx_rate" => c.sample_rate_sps = Some(value),
+            "tx_freq" => c.rf_ref_freq_hz = Some(value),
+            "tx_bandwidth" => c.bandwidth_hz = Some(value),
+            // The whole gain in stage 1, as a USRP's one gain value.
+            "tx_gain" => c.gain_db = Some((value as f32, 0.0)),
+            _ => return false,
+        }
+        let changed = *c != before;
+        if changed {
+            self.pending = true;
+            self.changed = true;
+        }
+        changed
+    }
+
+    /// The packets due now, in sending order (context, then version), stamped with the
+    /// sample time `timestamp` of the next data packet's first item (the time from which
+    /// the settings apply). Resets the repeat count.
+    pub fn packets(&mut self, timestamp: Option<u64>) -> Result<Vec<Vec<u8>>, FormatError> {
+        let mut ctx = self.ctx.clone();
+        ctx.changed = self.changed;
+        let mut out = vec![emit_context(&ctx, self.context_count, timestamp)?];
+        // Versions go with the first context and with the repeats, not with each change.
+        let with_version = self.sent == 0 || !self.changed;
+        if let (Some(v), true) = (self.version, with_version) {
+            let id = self.ctx.stream_id.unwrap_or(0);
+            out.push(emit_version(
+                id,
+                &v,
+                self.version_count,
+                self.sent == 0,
+                timestamp,
+            )?);
+            self.version_count = self.version_count.wrapping_add(1) & 0xf;
+        }
+        self.context_count = self.context_count.wrapping_add(1) & 0xf;
+        self.sent += 1;
+        self.since = 0;
+        self.pending = false;
+        self.changed = false;
+        Ok(out)
+    }
+
+    /// Counts data packets sent.
+    pub fn data_sent(&mut self, n: u64) {
+        self.since += n;
+    }
+
+    /// Context packets built so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::vrt::context::version::parse_version;
+    use crate::format::vrt::context::{Difi, parse_context};
+
+    #[test]
+    fn context_on_start_on_changes_and_every_n_with_versions_on_start_and_repeats() {
+        let v = VersionInfo {
+            year: 2026,
+            day: 329,
+            revision: 0,
+            kind: 1,
+            icd_version: 0,
+        };
+        let mut s = ContextSender::new(IfContext::default(), 5)
+            .every(10)
+            .version(v);
+        let first = s.packets(Some(0)).unwrap();
+        assert_eq!(first.len(), 2);
+        let c = parse_context(&first[0]).unwrap();
+        assert_eq!(c.difi, Some(Difi::StandardContext { complete: true }));
+        assert_eq!(
+            (c.stream_id, c.changed, c.sample_count),
+            (Some(5), true, Some(0))
+        );
+        assert_eq!(parse_version(&first[1]).unwrap(), (Some(5), v));
+        assert_eq!(
+            parse_context(&first[1]).unwrap().difi,
+            Some(Difi::VersionFlavor)
+        );
+        // A change: context only, change indicator set.
+        s.data_sent(3);
+        assert_eq!(s.until_due(), 7);
+        assert!(s.apply("tx_freq", 1e9));
+        let changed = s.packets(Some(300)).unwrap();
+        assert_eq!(changed.len(), 1);
+        let c = parse_context(&changed[0]).unwrap();
+        assert_eq!((c.rf_ref_freq_hz, c.changed), (Some(1e9), true));
+        // A repeat: the same context, no change, with a version.
+        s.data_sent(10);
+        assert!(s.due());
+        let again = s.packets(Some(1300)).unwrap();
+        assert_eq!(again.len(), 2);
+        let c = parse_context(&again[0]).unwrap();
+        assert_eq!((c.rf_ref_freq_hz, c.changed), (Some(1e9), false));
+        // Packet counts per packet type.
+        let count = |b: &[u8]| b[1] & 0xf;
+        assert_eq!(
+            [count(&first[0]), count(&changed[0]), count(&again[0])],
+            [0, 1, 2]
+        );
+        assert_eq!([count(&first[1]), count(&again[1])], [0, 1]);
+    }
+
+    #[test]
+    fn a_version_out_of_range_is_an_error() {
+        let v = VersionInfo {
+            year: 1999,
+            day: 1,
+            revision: 0,
+            kind: 0,
+            icd_version: 0,
+        };
+        let mut s = ContextSender::new(IfContext::default(), 0).version(v);
+        assert!(s.packets(None).is_err());
+    }
+}

@@ -1,0 +1,254 @@
+//! Issue #32, item 2: a DIFI-complete sender. `UdpSink` with VRT and a context sends DIFI
+//! standard context packets (on start, on `tx_*` setting tags, every N data packets) and DIFI
+//! 1.1 version packets with the data's stream ID; the `vita49` crate reads them as an
+//! independent parser; UHD's VRT unpacker reads the data packets between them; a round trip
+//! through `UdpSource` brings the settings back as `rx_*` tags on the same items.
+
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use fsdr_net::io::Format;
+use fsdr_net::io::format::vrt::context::IfContext;
+use fsdr_net::io::format::vrt::context::version::VersionInfo;
+use fsdr_net::{UdpSink, UdpSource};
+use futuresdr::runtime::dev::prelude::*;
+use num_complex::Complex;
+use vita49::PacketType;
+use vita49::prelude::*;
+
+/// Emits `N` items with a `tx_freq` tag on item 450, then finishes.
+#[derive(Block)]
+struct Retune {
+    #[output]
+    output: DefaultCpuWriter<Complex<i16>>,
+    sent: usize,
+}
+
+impl Kernel for Retune {
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        _mo: &mut MessageOutputs,
+        _meta: &mut BlockMeta,
+    ) -> Result<()> {
+        let (out, mut tags) = self.output.slice_with_tags();
+        let n = out.len().min(N - self.sent);
+        for (k, o) in out[..n].iter_mut().enumerate() {
+            *o = Complex::new((self.sent + k) as i16, 0);
+        }
+        if (self.sent..self.sent + n).contains(&RETUNE_AT) {
+            tags.add_tag(
+                RETUNE_AT - self.sent,
+                Tag::NamedAny("tx_freq".into(), Box::new(2e9f64)),
+            );
+        }
+        self.sent += n;
+        self.output.produce(n);
+        io.finished = self.sent == N;
+        Ok(())
+    }
+}
+
+/// Collects items and the settings' tags (absolute indices).
+#[derive(Block)]
+struct Settings {
+    #[input]
+    input: DefaultCpuReader<Complex<i16>>,
+    items: usize,
+    tags: Vec<(usize, String, f64)>,
+}
+
+impl Kernel for Settings {
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        _mo: &mut MessageOutputs,
+        _meta: &mut BlockMeta,
+    ) -> Result<()> {
+        let (items, tags) = self.input.slice_with_tags();
+        for t in tags.iter() {
+            if let Tag::NamedAny(name, v) = &t.tag
+                && let Some(v) = v.downcast_ref::<f64>()
+                && name.starts_with("rx_")
+                && name != "rx_time"
+            {
+                self.tags.push((self.items + t.index, name.clone(), *v));
+            }
+        }
+        let n = items.len();
+        self.items += n;
+        self.input.consume(n);
+        io.finished = self.input.finished();
+        Ok(())
+    }
+}
+
+const N: usize = 1000;
+const RETUNE_AT: usize = 450;
+const STREAM: u32 = 3;
+const VERSION: VersionInfo = VersionInfo {
+    year: 2026,
+    day: 329,
+    revision: 2,
+    kind: 1,
+    icd_version: 0,
+};
+
+fn sink(to: std::net::SocketAddr) -> UdpSink<Complex<i16>> {
+    // 100 samples a datagram, a sample count as the timestamp; repeat every 4 data packets.
+    UdpSink::<Complex<i16>>::builder(to)
+        .format(Format::Vrt)
+        .payload_bytes(400)
+        .timestamps(0, 1.0)
+        .stream_id(STREAM)
+        .context(IfContext {
+            sample_rate_sps: Some(1e6),
+            rf_ref_freq_hz: Some(1e9),
+            bandwidth_hz: Some(0.8e6),
+            gain_db: Some((10.0, 0.0)),
+            ..Default::default()
+        })
+        .context_every(4)
+        .difi_version(VERSION)
+        .build()
+        .unwrap()
+}
+
+fn run(fg: Flowgraph) -> Flowgraph {
+    futuresdr::runtime::config::set("ctrlport_enable", false);
+    Runtime::new().run(fg).expect("flowgraph runs")
+}
+
+/// What one datagram is, as the `vita49` crate reads it.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    /// A standard context packet: RF frequency, change indicator, timestamp.
+    Context(f64, bool, u64),
+    /// A version packet: version and build code.
+    Version(u32),
+    /// A data packet: samples, first timestamp.
+    Data(usize, u64),
+}
+
+fn read(dg: &[u8]) -> Seen {
+    let p = Vrt::try_from(dg).expect("vita49 parses every datagram");
+    assert_eq!(p.stream_id(), Some(STREAM));
+    let ts = p.fractional_timestamp().expect("a sample-count timestamp");
+    let class = p.class_id().expect("a class ID");
+    assert_eq!(class.oui(), 0x6A_621E, "DIFI's OUI");
+    match p.header().packet_type() {
+        PacketType::Context => {
+            assert_eq!(class.packet_class_code(), 1);
+            let c = p.payload().context().unwrap();
+            assert_eq!(c.sample_rate_sps(), Some(1e6));
+            Seen::Context(c.rf_ref_freq_hz().unwrap(), c.context_changed(), ts)
+        }
+        PacketType::ExtensionContext => {
+            assert_eq!(class.packet_class_code(), 4);
+            let c = p.payload().context().unwrap();
+            assert_eq!(c.v49_spec_compliance().copied(), Some(4));
+            Seen::Version(*c.version_and_build_code().unwrap())
+        }
+        PacketType::SignalData => {
+            let samples = p.payload().signal_data().unwrap().payload_size_bytes() / 4;
+            Seen::Data(samples, ts)
+        }
+        t => panic!("unexpected packet type {t:?}"),
+    }
+}
+
+#[test]
+fn the_sink_sends_context_and_version_packets_that_vita49_reads() -> Result<()> {
+    let rx = UdpSocket::bind("127.0.0.1:0")?;
+    rx.set_read_timeout(Some(Duration::from_millis(500)))?;
+    let mut fg = Flowgraph::new();
+    let src = Retune {
+        output: DefaultCpuWriter::default(),
+        sent: 0,
+    };
+    let snk = sink(rx.local_addr()?);
+    connect!(fg, src > snk);
+    let fg = run(fg);
+    assert_eq!(fg.block(&snk)?.context_sent(), 4);
+    let mut got = Vec::new();
+    let mut b = vec![0u8; 9000];
+    while let Ok(n) = rx.recv(&mut b) {
+        got.push(read(&b[..n]));
+    }
+    let code = VERSION.code().unwrap();
+    use Seen::*;
+    let want = vec![
+        Context(1e9, true, 0),
+        Version(code),
+        Data(100, 0),
+        Data(100, 100),
+        Data(100, 200),
+        Data(100, 300),
+        // The repeat after 4 data packets.
+        Context(1e9, false, 400),
+        Version(code),
+        // The retune cuts the datagram at its item; the new context applies from there.
+        Data(50, 400),
+        Context(2e9, true, 450),
+        Data(100, 450),
+        Data(100, 550),
+        Data(100, 650),
+        Data(100, 750),
+        Context(2e9, false, 850),
+        Version(code),
+        Data(100, 850),
+        Data(50, 950),
+    ];
+    assert_eq!(got, want);
+    Ok(())
+}
+
+#[test]
+fn a_round_trip_brings_the_settings_back_on_the_same_items() -> Result<()> {
+    let source = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+        .format(Format::Vrt)
+        .sample_rate(1e6)
+        .tick_rate(1e6)
+        .finish_after_idle(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let mut fg = Flowgraph::new();
+    let tx = Retune {
+        output: DefaultCpuWriter::default(),
+        sent: 0,
+    };
+    let snk = sink(source.local_addr());
+    connect!(fg, tx > snk);
+    let src = source;
+    let col = Settings {
+        input: DefaultCpuReader::default(),
+        items: 0,
+        tags: Vec::new(),
+    };
+    connect!(fg, src > col);
+    let fg = run(fg);
+    let c = fg.block(&col)?;
+    assert_eq!(c.items, N);
+    let mut at0: Vec<(String, f64)> = c
+        .tags
+        .iter()
+        .filter(|t| t.0 == 0)
+        .map(|t| (t.1.clone(), t.2))
+        .collect();
+    at0.sort_by(|a, b| a.0.cmp(&b.0));
+    let want0 = [
+        ("rx_bandwidth", 0.8e6),
+        ("rx_freq", 1e9),
+        ("rx_gain", 10.0),
+        ("rx_rate", 1e6),
+    ];
+    assert_eq!(at0, want0.map(|(n, v)| (n.to_string(), v)), "{:?}", c.tags);
+    let later: Vec<&(usize, String, f64)> = c.tags.iter().filter(|t| t.0 > 0).collect();
+    assert_eq!(
+        later,
+        [&(RETUNE_AT, "rx_freq".to_string(), 2e9)],
+        "only the retune, on its item: {:?}",
+        c.tags
+    );
+    Ok(())
+}
