@@ -107,16 +107,19 @@ pub fn run(args: TurnaroundArgs) -> Result<()> {
         eprintln!("xtask: not root: the lowest-latency settings need root; left out");
     }
     let us = |ns: Option<u64>| ns.map_or(f64::NAN, |n| n as f64 / 1e3);
-    println!("| rate | receiver | answered | p50 µs | p99 µs | p99.9 µs | max µs | kernel drops |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| rate | receiver | packets/s | answered | p50 µs | p99 µs | p99.9 µs | max µs | kernel drops |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut rows = Vec::new();
     for &rate in &args.rates {
         for (mode, extra) in modes(root) {
             let (r, summary) = run_one(&args, rate, &extra)?;
             let q = |p| us(r.percentile_ns(p));
             let drops = summary["kernel_drops"].as_u64().unwrap_or(0);
+            let pps = r.sent as f64 / args.seconds;
             println!(
-                "| {:.0} Msps | {mode} | {}/{} | {:.0} | {:.0} | {:.0} | {:.0} | {drops} |",
+                "| {:.0} Msps | {mode} | {pps:.0} | {}/{} | {:.0} | {:.0} | {:.0} | {:.0} | {drops} |",
                 rate / 1e6,
                 r.answered,
                 r.sent,
@@ -126,7 +129,8 @@ pub fn run(args: TurnaroundArgs) -> Result<()> {
                 q(1.0)
             );
             rows.push(json!({
-                "rate": rate, "mode": mode, "sent": r.sent, "answered": r.answered,
+                "rate": rate, "mode": mode, "sent": r.sent, "packets_per_s": pps,
+                "answered": r.answered,
                 "unstamped": r.unstamped, "p50_us": q(0.5), "p99_us": q(0.99),
                 "p999_us": q(0.999), "max_us": q(1.0), "example": summary,
             }));
