@@ -88,8 +88,10 @@ impl Kernel for Collect {
 }
 
 const N: usize = 1000;
-/// Two bursts and an untagged rest: 0..250 (ends at 249), 250..600 (starts at 250 with a
-/// time, ends at 599), 600..1000 (ended by the input's end).
+/// Three bursts: 0..250 (ends at 249), 250..600 (starts at 250 with a time, ends at 599),
+/// 600..1000 (ends at 999: tagged, so that the last datagram carries the end whenever the
+/// sink learns that its input ended; `an_input_that_ends_late_still_ends_the_burst` takes
+/// the tags away).
 fn tagged() -> Tagged {
     let named = |n: &str| Tag::NamedUsize(n.into(), 1);
     Tagged {
@@ -103,6 +105,7 @@ fn tagged() -> Tagged {
             (250, named(TAG_TX_SOB)),
             (250, Tag::NamedUsize(TAG_TX_TIME.into(), 100_000)),
             (599, named(TAG_TX_EOB)),
+            (999, named(TAG_TX_EOB)),
         ],
         sent: 0,
         finish_late: false,

@@ -16,12 +16,25 @@ use num_complex::Complex;
 use vita49::PacketType;
 use vita49::prelude::*;
 
-/// Emits `N` items with a `tx_freq` tag on item 450, then finishes.
+/// Emits `n` items with a `tx_freq` tag on item `at` and a `tx_eob` on the last, then finishes.
 #[derive(Block)]
 struct Retune {
     #[output]
     output: DefaultCpuWriter<Complex<i16>>,
     sent: usize,
+    n: usize,
+    at: usize,
+}
+
+impl Retune {
+    fn new(n: usize, at: usize) -> Self {
+        Self {
+            output: DefaultCpuWriter::default(),
+            sent: 0,
+            n,
+            at,
+        }
+    }
 }
 
 impl Kernel for Retune {
@@ -32,19 +45,27 @@ impl Kernel for Retune {
         _meta: &mut BlockMeta,
     ) -> Result<()> {
         let (out, mut tags) = self.output.slice_with_tags();
-        let n = out.len().min(N - self.sent);
+        let n = out.len().min(self.n - self.sent);
         for (k, o) in out[..n].iter_mut().enumerate() {
             *o = Complex::new((self.sent + k) as i16, 0);
         }
-        if (self.sent..self.sent + n).contains(&RETUNE_AT) {
+        if (self.sent..self.sent + n).contains(&self.at) {
             tags.add_tag(
-                RETUNE_AT - self.sent,
+                self.at - self.sent,
                 Tag::NamedAny("tx_freq".into(), Box::new(2e9f64)),
+            );
+        }
+        // The stream's end as a tag: the last datagram carries it whenever the sink learns
+        // that its input ended.
+        if (self.sent..self.sent + n).contains(&(self.n - 1)) {
+            tags.add_tag(
+                self.n - 1 - self.sent,
+                Tag::NamedUsize(fsdr_net::TAG_TX_EOB.into(), 1),
             );
         }
         self.sent += n;
         self.output.produce(n);
-        io.finished = self.sent == N;
+        io.finished = self.sent == self.n;
         Ok(())
     }
 }
@@ -162,10 +183,7 @@ fn the_sink_sends_context_and_version_packets_that_vita49_reads() -> Result<()> 
     let rx = UdpSocket::bind("127.0.0.1:0")?;
     rx.set_read_timeout(Some(Duration::from_millis(500)))?;
     let mut fg = Flowgraph::new();
-    let src = Retune {
-        output: DefaultCpuWriter::default(),
-        sent: 0,
-    };
+    let src = Retune::new(N, RETUNE_AT);
     let snk = sink(rx.local_addr()?);
     connect!(fg, src > snk);
     let fg = run(fg);
@@ -213,10 +231,7 @@ fn a_round_trip_brings_the_settings_back_on_the_same_items() -> Result<()> {
         .build()
         .unwrap();
     let mut fg = Flowgraph::new();
-    let tx = Retune {
-        output: DefaultCpuWriter::default(),
-        sent: 0,
-    };
+    let tx = Retune::new(N, RETUNE_AT);
     let snk = sink(source.local_addr());
     connect!(fg, tx > snk);
     let src = source;
@@ -250,5 +265,131 @@ fn a_round_trip_brings_the_settings_back_on_the_same_items() -> Result<()> {
         "only the retune, on its item: {:?}",
         c.tags
     );
+    Ok(())
+}
+
+/// DIFI's timestamps: UTC seconds and picoseconds at 30.72 Msps (32 552.083… ps a sample).
+const EPOCH: u32 = 1_700_000_000;
+const RATE: u64 = 30_720_000;
+const SPP: usize = 364;
+const PACKETS: usize = 1000;
+
+fn utc_sink(to: std::net::SocketAddr) -> UdpSink<Complex<i16>> {
+    UdpSink::<Complex<i16>>::builder(to)
+        .format(Format::Vrt)
+        .payload_bytes(4 * SPP)
+        .utc_timestamps(EPOCH, RATE)
+        .sample_rate(RATE as f64) // paced: the test's socket has the default buffer
+        .stream_id(STREAM)
+        .context(IfContext {
+            sample_rate_sps: Some(RATE as f64),
+            rf_ref_freq_hz: Some(1e9),
+            ..Default::default()
+        })
+        .build()
+        .unwrap()
+}
+
+/// The exact time of sample `k`: (UTC seconds, picoseconds), rounded to the nearest ps.
+fn utc_of(k: u64) -> (u32, u64) {
+    let ps = (u128::from(k) * 1_000_000_000_000 + u128::from(RATE) / 2) / u128::from(RATE);
+    let ps = ps as u64;
+    (
+        EPOCH + (ps / 1_000_000_000_000) as u32,
+        ps % 1_000_000_000_000,
+    )
+}
+
+#[test]
+fn utc_timestamps_are_difis_and_exact_for_every_packet() -> Result<()> {
+    // The receive buffer the sources use (forced as root), read while the flowgraph runs.
+    let cfg = fsdr_net::io::socket::SocketConfig::new("127.0.0.1:0".parse()?);
+    let rx: UdpSocket = fsdr_net::io::socket::open_socket(&cfg, false)?
+        .socket
+        .into();
+    rx.set_nonblocking(false)?;
+    rx.set_read_timeout(Some(Duration::from_millis(500)))?;
+    let to = rx.local_addr()?;
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut b = vec![0u8; 9000];
+        while let Ok(n) = rx.recv(&mut b) {
+            got.push(b[..n].to_vec());
+        }
+        got
+    });
+    let mut fg = Flowgraph::new();
+    let src = Retune::new(SPP * PACKETS, SPP * 500 + 100);
+    let snk = utc_sink(to);
+    connect!(fg, src > snk);
+    run(fg);
+    let mut sample = 0u64;
+    let mut data = 0;
+    let mut contexts = Vec::new();
+    for dg in reader.join().unwrap() {
+        let p = Vrt::try_from(&dg[..]).expect("vita49 parses it");
+        assert_eq!(p.header().tsi(), vita49::Tsi::Utc);
+        assert_eq!(p.header().tsf(), vita49::Tsf::RealTimePs);
+        let at = (
+            p.integer_timestamp().unwrap(),
+            p.fractional_timestamp().unwrap(),
+        );
+        // Every packet is stamped with its first sample's exact time; context packets with
+        // the time of the data packet after them.
+        assert_eq!(at, utc_of(sample), "packet {data} (sample {sample})");
+        match p.header().packet_type() {
+            PacketType::Context => contexts.push(sample),
+            PacketType::SignalData => {
+                sample += p.payload().signal_data().unwrap().payload_size_bytes() as u64 / 4;
+                data += 1;
+            }
+            t => panic!("unexpected {t:?}"),
+        }
+    }
+    assert_eq!(sample, (SPP * PACKETS) as u64);
+    assert_eq!(contexts, [0, (SPP * 500 + 100) as u64]);
+    Ok(())
+}
+
+#[test]
+fn a_difi_stream_with_utc_timestamps_round_trips_without_a_seam() -> Result<()> {
+    let source = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+        .format(Format::Vrt)
+        .sample_rate(RATE as f64)
+        .finish_after_idle(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let mut fg = Flowgraph::new();
+    let at = SPP * 500 + 100;
+    let tx = Retune::new(SPP * PACKETS, at);
+    let snk = utc_sink(source.local_addr());
+    connect!(fg, tx > snk);
+    let src = source;
+    let col = Settings {
+        input: DefaultCpuReader::default(),
+        items: 0,
+        tags: Vec::new(),
+    };
+    connect!(fg, src > col);
+    let fg = run(fg);
+    let c = fg.block(&col)?;
+    assert_eq!(c.items, SPP * PACKETS);
+    let stats = fg.block(&src)?.stats();
+    assert_eq!(
+        (
+            stats.engine.missed,
+            stats.engine.ambiguous,
+            stats.engine.resyncs
+        ),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+    let freq: Vec<(usize, f64)> = c
+        .tags
+        .iter()
+        .filter(|t| t.1 == "rx_freq")
+        .map(|t| (t.0, t.2))
+        .collect();
+    assert_eq!(freq, [(0, 1e9), (at, 2e9)], "{:?}", c.tags);
     Ok(())
 }

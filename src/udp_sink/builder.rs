@@ -28,6 +28,7 @@ pub struct UdpSinkBuilder<T> {
     gso: bool,
     sample_rate: Option<f64>,
     timestamps: Option<(u64, f64)>,
+    utc: Option<(u32, u64)>,
     stream_id: Option<u32>,
     uring: Option<bool>,
     batch_workers: bool,
@@ -50,6 +51,7 @@ impl<T: Item> UdpSinkBuilder<T> {
             gso: true,
             sample_rate: None,
             timestamps: None,
+            utc: None,
             stream_id: None,
             uring: None,
             batch_workers: true,
@@ -113,6 +115,14 @@ impl<T: Item> UdpSinkBuilder<T> {
     /// CHDR/VRT timestamps: the first item at `start` ticks, `ticks_per_item` after that.
     pub fn timestamps(mut self, start: u64, ticks_per_item: f64) -> Self {
         self.timestamps = Some((start, ticks_per_item));
+        self
+    }
+    /// VRT: DIFI's timestamps — integer UTC seconds and picoseconds, the first item at
+    /// `epoch_seconds`, every later one exact for `sample_rate` samples per second (integer
+    /// arithmetic; a `tx_time` tag then counts picoseconds since the epoch). Instead of
+    /// [`timestamps`](Self::timestamps), whose sample count VITA-49 allows but DIFI does not.
+    pub fn utc_timestamps(mut self, epoch_seconds: u32, sample_rate: u64) -> Self {
+        self.utc = Some((epoch_seconds, sample_rate));
         self
     }
     /// Stream identifier: VRT stream ID, CHDR destination endpoint (default 0, channel 0 as
@@ -204,6 +214,14 @@ impl<T: Item> UdpSinkBuilder<T> {
         let mut framer = Framer::new(self.format);
         if let Some((start, tpi)) = self.timestamps {
             framer = framer.timestamps(start, tpi);
+        }
+        if let Some((epoch, rate)) = self.utc {
+            if self.format != Format::Vrt || self.timestamps.is_some() || rate == 0 {
+                return Err(Error::config(
+                    "utc_timestamps are VRT's, instead of timestamps, with a sample rate above 0",
+                ));
+            }
+            framer = framer.utc_timestamps(epoch, rate);
         }
         if let Some(id) = self.stream_id {
             framer = framer.stream_id(id);

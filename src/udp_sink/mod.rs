@@ -5,6 +5,7 @@ mod bursts;
 
 use std::time::{Duration, Instant};
 
+use fsdr_net_io::format::vrt::context::PacketTime;
 use fsdr_net_io::sample::{Encoder, Item};
 use fsdr_net_io::send::{ContextSender, Framer, Pacer, SendStats, Sender};
 #[cfg(feature = "uring")]
@@ -189,7 +190,7 @@ fn send_one(out: &mut Out, dg: &[u8]) -> std::result::Result<(), String> {
 fn send_context(
     context: &mut Option<ContextSender>,
     out: &mut Out,
-    next: Option<u64>,
+    next: Option<PacketTime>,
 ) -> Result<()> {
     let Some(c) = context.as_mut().filter(|c| c.due()) else {
         return Ok(());
@@ -312,7 +313,14 @@ impl<T: Item> Kernel for UdpSink<T> {
             (n_dg, last, eob) = (n_dg - 1, 0, false);
         }
         if n_dg > 0 {
-            let next = self.framing.framer.next_timestamp();
+            let f = &self.framing.framer;
+            let next = match f.next_utc() {
+                Some((seconds, picoseconds)) => Some(PacketTime::Utc {
+                    seconds,
+                    picoseconds,
+                }),
+                None => f.next_timestamp().map(PacketTime::SampleCount),
+            };
             send_context(&mut self.context, &mut self.out, next)?;
         }
         // A repeated context packet goes between two data packets: the batch ends there.

@@ -345,3 +345,25 @@ fn a_partial_sample_does_not_survive_an_end_of_burst_or_a_restart() {
         );
     }
 }
+
+#[test]
+fn an_end_of_burst_without_items_ends_the_burst_on_the_item_before_it() {
+    let a = bytes(&[1, 2, 3]);
+    let mut end = DatagramIn::new(&[]);
+    end.eob = true;
+    let mut dp = plain(true);
+    let (items, tags) = run(&mut dp, &[DatagramIn::new(&a), end], 16);
+    assert_eq!(items, [1, 2, 3]);
+    assert_eq!(tags, [(2, TagKind::Eob)]);
+    assert_eq!(dp.stats().ended_with_end_of_burst(), Some(true));
+    // Once the items before it were handed over, only the counter shows it.
+    let mut dp = plain(true);
+    let mut out = vec![0i16; 3];
+    let mut w = dp.writer(&mut out);
+    w.push(&DatagramIn::new(&a));
+    assert_eq!(w.finish().0, 3);
+    let mut w = dp.writer(&mut out);
+    w.push(&end);
+    assert!(w.finish().1.is_empty());
+    assert_eq!(dp.stats().ends_of_burst, 1);
+}

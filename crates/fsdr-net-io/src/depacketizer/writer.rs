@@ -144,6 +144,12 @@ impl<T: Item> Writer<'_, '_, T> {
     /// `*done..` of a datagram with `tags`.
     fn account(&mut self, start: usize, tags: &DatagramTags, done: &mut usize, arrival_ns: u64) {
         let produced = self.written - start;
+        if tags.eob && tags.items == 0 && start > 0 {
+            // An end of burst without items (a sender's EOB after its burst's last items went
+            // out): it ends the burst on the last item before it, while that item is still in
+            // this output. Once handed over, only `ends_of_burst` counts it.
+            self.tag(start - 1, TagKind::Eob);
+        }
         for (offset, kind) in tags.within(*done, produced) {
             self.tag(start + offset - *done, kind);
         }

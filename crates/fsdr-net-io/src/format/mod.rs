@@ -174,6 +174,22 @@ pub struct DataHeader {
     /// Bytes of padding after the payload (VRT, to fill the last 32-bit word; announced in
     /// the class ID's pad bit count). At most 3.
     pub pad: usize,
+    /// VRT: integer UTC seconds (TSI = UTC, one more header word); `timestamp` is then the
+    /// picoseconds within that second (TSF = real time), as DIFI asks. Other formats, and
+    /// VRT without it (a sample count), ignore it.
+    pub utc_seconds: Option<u32>,
+}
+
+impl DataHeader {
+    /// Header bytes `format` writes for these fields.
+    pub fn header_len(&self, format: Format) -> usize {
+        format.header_len(self.timestamp.is_some())
+            + if format == Format::Vrt && self.utc_seconds.is_some() {
+                4
+            } else {
+                0
+            }
+    }
 }
 
 /// The facts about one datagram that the engine and the blocks need, independent of format.
@@ -350,7 +366,7 @@ impl Format {
     /// assert_eq!(info.payload_len, 6);
     /// ```
     pub fn emit_header(&self, datagram: &mut [u8], h: &DataHeader) -> Result<usize, FormatError> {
-        let header = self.header_len(h.timestamp.is_some());
+        let header = h.header_len(*self);
         let needed = header + h.pad + self.trailer_len(h.eob);
         if datagram.len() < needed {
             return Err(FormatError::Truncated {

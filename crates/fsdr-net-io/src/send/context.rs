@@ -9,14 +9,16 @@
 //! | standard context packet: type 4, class (DIFI OUI, 0, 1), CIF0 `0xFBB98000` with every required field (zero where not set), change indicator on changes | 1.0 on; the layout the DIFI validator checks for 1.1 |
 //! | version packet: type 5, class (DIFI OUI, 0, 4), CIF0 `0x80000002`/`0x00000002`, CIF1 `0x0000000C`, V49 spec `4`, version and build code with DIFI's type and ICD version bits | 1.1 on |
 //! | context and version packets before the data they describe, with the data's stream ID, own packet counts | 1.0 on |
-//! | timestamps: a sample count (TSF = 1), as the sink's data packets carry | **not DIFI**: DIFI asks integer UTC seconds and picoseconds (TSI = 1, TSF = 2); VITA-49-valid, read by this project's receiver and `vita49` |
+//! | timestamps as the data packets carry them: with `UdpSinkBuilder::utc_timestamps` (`Framer::utc_timestamps`) integer UTC seconds and picoseconds (TSI = 1, TSF = 2), exact for integer sample rates | 1.0 on; with `timestamps` a sample count (TSF = 1): VITA-49, **not DIFI** |
 //! | end of burst: a trailer on the burst's last data packet (VITA-49.2 user indicator, UHD's EOB) | **not DIFI** (its data packets carry no trailer, and it has no bursts) |
 //! | DIFI 1.2's additions (extension packets, further context fields) | not sent |
 
 use crate::format::FormatError;
 use crate::format::vrt::DIFI_OUI;
 use crate::format::vrt::context::version::{VersionInfo, emit_version};
-use crate::format::vrt::context::{DIFI_CONTEXT_CLASS, DIFI_INFO_CLASS, IfContext, emit_context};
+use crate::format::vrt::context::{
+    DIFI_CONTEXT_CLASS, DIFI_INFO_CLASS, IfContext, PacketTime, emit_context_at,
+};
 
 /// The tag names (UHD's) that change a setting of the stream, and the context field each one
 /// sets.
@@ -31,7 +33,7 @@ pub const SETTING_TAGS: [&str; 4] = ["tx_rate", "tx_freq", "tx_bandwidth", "tx_g
 /// packets count their own packet counts (VITA-49: per stream and packet type).
 ///
 /// ```
-/// use fsdr_net_io::format::vrt::context::{IfContext, parse_context};
+/// use fsdr_net_io::format::vrt::context::{IfContext, PacketTime, parse_context};
 /// use fsdr_net_io::send::ContextSender;
 ///
 /// let mut ctx = ContextSender::new(IfContext {
@@ -41,13 +43,13 @@ pub const SETTING_TAGS: [&str; 4] = ["tx_rate", "tx_freq", "tx_bandwidth", "tx_g
 /// }, 1)
 /// .every(100);
 /// assert!(ctx.due());
-/// let first = ctx.packets(Some(0)).unwrap();
+/// let first = ctx.packets(Some(PacketTime::SampleCount(0))).unwrap();
 /// assert_eq!(parse_context(&first[0]).unwrap().rf_ref_freq_hz, Some(2.4e9));
 /// ctx.data_sent(99);
 /// assert!(!ctx.due());
 /// assert!(ctx.apply("tx_freq", 2.5e9));
 /// assert!(ctx.due());
-/// let changed = parse_context(&ctx.packets(Some(99)).unwrap()[0]).unwrap();
+/// let changed = parse_context(&ctx.packets(None).unwrap()[0]).unwrap();
 /// assert_eq!((changed.rf_ref_freq_hz, changed.changed), (Some(2.5e9), true));
 /// ```
 #[derive(Debug, Clone)]
@@ -140,12 +142,12 @@ impl ContextSender {
     }
 
     /// The packets due now, in sending order (context, then version), stamped with the
-    /// sample time `timestamp` of the next data packet's first item (the time from which
-    /// the settings apply). Resets the repeat count.
-    pub fn packets(&mut self, timestamp: Option<u64>) -> Result<Vec<Vec<u8>>, FormatError> {
+    /// time `at` of the next data packet's first item (the time from which the settings
+    /// apply), in the data's kind of timestamp. Resets the repeat count.
+    pub fn packets(&mut self, at: Option<PacketTime>) -> Result<Vec<Vec<u8>>, FormatError> {
         let mut ctx = self.ctx.clone();
         ctx.changed = self.changed;
-        let mut out = vec![emit_context(&ctx, self.context_count, timestamp)?];
+        let mut out = vec![emit_context_at(&ctx, self.context_count, at)?];
         // Versions go with the first context and with the repeats, not with each change.
         let with_version = self.sent == 0 || !self.changed;
         if let (Some(v), true) = (self.version, with_version) {
@@ -155,7 +157,7 @@ impl ContextSender {
                 &v,
                 self.version_count,
                 self.sent == 0,
-                timestamp,
+                at,
             )?);
             self.version_count = self.version_count.wrapping_add(1) & 0xf;
         }
@@ -196,7 +198,7 @@ mod tests {
         let mut s = ContextSender::new(IfContext::default(), 5)
             .every(10)
             .version(v);
-        let first = s.packets(Some(0)).unwrap();
+        let first = s.packets(Some(PacketTime::SampleCount(0))).unwrap();
         assert_eq!(first.len(), 2);
         let c = parse_context(&first[0]).unwrap();
         assert_eq!(c.difi, Some(Difi::StandardContext { complete: true }));
@@ -213,14 +215,14 @@ mod tests {
         s.data_sent(3);
         assert_eq!(s.until_due(), 7);
         assert!(s.apply("tx_freq", 1e9));
-        let changed = s.packets(Some(300)).unwrap();
+        let changed = s.packets(Some(PacketTime::SampleCount(300))).unwrap();
         assert_eq!(changed.len(), 1);
         let c = parse_context(&changed[0]).unwrap();
         assert_eq!((c.rf_ref_freq_hz, c.changed), (Some(1e9), true));
         // A repeat: the same context, no change, with a version.
         s.data_sent(10);
         assert!(s.due());
-        let again = s.packets(Some(1300)).unwrap();
+        let again = s.packets(Some(PacketTime::SampleCount(1300))).unwrap();
         assert_eq!(again.len(), 2);
         let c = parse_context(&again[0]).unwrap();
         assert_eq!((c.rf_ref_freq_hz, c.changed), (Some(1e9), false));

@@ -28,8 +28,13 @@ pub struct Framer {
     seq: u64,
     stream_id: Option<u32>,
     time: Option<(u64, f64)>,
+    /// VRT with DIFI's timestamps: the epoch (UTC seconds) and the integer sample rate; the
+    /// time is then `time.0` picoseconds since the epoch plus the items' exact duration.
+    utc: Option<(u32, u64)>,
     items: u64,
 }
+
+const PS_PER_S: u64 = 1_000_000_000_000;
 
 impl Framer {
     /// Starts at the format's first sequence number, without timestamps.
@@ -39,8 +44,50 @@ impl Framer {
             seq: format.first_seq(),
             stream_id: None,
             time: None,
+            utc: None,
             items: 0,
         }
+    }
+
+    /// VRT timestamps as DIFI asks for them: integer UTC seconds and picoseconds (TSI = UTC,
+    /// TSF = real time), the first item at `epoch_seconds`, the rest exact for a stream of
+    /// `sample_rate` samples per second (integer arithmetic: a fractional number of
+    /// picoseconds per sample never drifts). [`Framer::next_timestamp`] and
+    /// [`Framer::set_time`] then count picoseconds since the epoch.
+    ///
+    /// ```
+    /// use fsdr_net_io::send::Framer;
+    /// use fsdr_net_io::format::vrt::VrtPacket;
+    /// use fsdr_net_io::Format;
+    ///
+    /// // 30.72 Msps: 32 552.083… ps a sample.
+    /// let mut f = Framer::new(Format::Vrt).utc_timestamps(1_700_000_000, 30_720_000);
+    /// let mut dg = vec![0u8; f.header_len() + 4 * 364];
+    /// for _ in 0..1000 {
+    ///     f.frame(&mut dg, 364, 0).unwrap();
+    /// }
+    /// // 364 000 samples later: 11.848958333… ms, rounded to the picosecond.
+    /// assert_eq!(f.next_timestamp(), Some(11_848_958_333));
+    /// assert_eq!(f.next_utc(), Some((1_700_000_000, 11_848_958_333)));
+    /// f.frame(&mut dg, 364, 0).unwrap();
+    /// let p = VrtPacket::new_checked(&dg[..]).unwrap();
+    /// assert_eq!(p.integer_timestamp(), Some(1_700_000_000));
+    /// assert_eq!(p.fractional_timestamp(), Some(11_848_958_333));
+    /// ```
+    pub fn utc_timestamps(mut self, epoch_seconds: u32, sample_rate: u64) -> Self {
+        let rate = sample_rate.max(1);
+        self.time = Some((0, PS_PER_S as f64 / rate as f64));
+        self.utc = Some((epoch_seconds, rate));
+        self
+    }
+
+    /// With [`Framer::utc_timestamps`]: the next datagram's time as (UTC seconds,
+    /// picoseconds within the second).
+    pub fn next_utc(&self) -> Option<(u32, u64)> {
+        let (epoch, _) = self.utc?;
+        let ps = self.next_timestamp()?;
+        let seconds = u64::from(epoch) + ps / PS_PER_S;
+        Some((u32::try_from(seconds).unwrap_or(u32::MAX), ps % PS_PER_S))
     }
 
     /// Adds timestamps starting at `start` ticks, `ticks_per_item` per item sent.
@@ -100,7 +147,12 @@ impl Framer {
 
     /// Header length of every datagram this framer writes.
     pub fn header_len(&self) -> usize {
-        self.format.header_len(self.time.is_some())
+        DataHeader {
+            timestamp: self.time.map(|_| 0),
+            utc_seconds: self.utc.map(|u| u.0),
+            ..Default::default()
+        }
+        .header_len(self.format)
     }
 
     /// Bytes after the padding of a datagram that ends a burst (`eob`) or not: VRT's
@@ -120,6 +172,12 @@ impl Framer {
 
     /// The timestamp the next datagram will carry.
     pub fn next_timestamp(&self) -> Option<u64> {
+        if let (Some((start, _)), Some((_, rate))) = (self.time, self.utc) {
+            // Picoseconds of `items` samples, rounded to the nearest, exactly.
+            let r = u128::from(rate);
+            let ps = (u128::from(self.items) * u128::from(PS_PER_S) + r / 2) / r;
+            return Some(start.wrapping_add(u64::try_from(ps).unwrap_or(u64::MAX)));
+        }
         self.time
             .map(|(start, tpi)| start.wrapping_add((self.items as f64 * tpi).round() as u64))
     }
@@ -158,12 +216,17 @@ impl Framer {
         pad: usize,
         eob: bool,
     ) -> Result<usize, FormatError> {
+        let (timestamp, utc_seconds) = match self.next_utc() {
+            Some((s, ps)) if self.format == Format::Vrt => (Some(ps), Some(s)),
+            _ => (self.next_timestamp(), None),
+        };
         let fields = DataHeader {
             seq: self.seq,
-            timestamp: self.next_timestamp(),
+            timestamp,
             eob,
             stream_id: self.stream_id,
             pad,
+            utc_seconds,
         };
         let h = self.format.emit_header(datagram, &fields)?;
         self.skip(1, items);

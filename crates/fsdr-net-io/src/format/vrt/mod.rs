@@ -458,8 +458,9 @@ pub(crate) fn emit_header_len(timestamp: bool) -> usize {
     4 + 4 + 8 + if timestamp { 8 } else { 0 }
 }
 
-/// Writes the header the built-in emitter uses: IF data with a stream ID (1 unless given), a
-/// DIFI class ID carrying the pad bit count, and, with a timestamp, TSF = sample count.
+/// Writes the header the built-in emitter uses: IF data with a stream ID (0 unless given), a
+/// DIFI class ID carrying the pad bit count, and, with a timestamp, TSF = sample count (or,
+/// with `utc_seconds`, TSI = UTC and TSF = real time in picoseconds, DIFI's).
 pub(crate) fn emit_data_header(datagram: &mut [u8], h: &DataHeader) -> Result<(), FormatError> {
     let len = datagram.len();
     if !len.is_multiple_of(4) || len / 4 > u16::MAX as usize || h.pad > 3 {
@@ -475,12 +476,21 @@ pub(crate) fn emit_data_header(datagram: &mut [u8], h: &DataHeader) -> Result<()
         stream_id: Some(h.stream_id.unwrap_or(0)),
         class_id: Some(class_id),
         trailer: h.eob.then_some(EOB_TRAILER),
-        timestamp: h.timestamp.map(|t| VrtTimestamp {
-            tsi: Tsi::None,
-            integer: None,
-            tsf: Tsf::SampleCount,
-            fractional: Some(t),
-        }),
+        timestamp: match (h.utc_seconds, h.timestamp) {
+            // DIFI's: UTC seconds and picoseconds.
+            (Some(s), ps) => Some(VrtTimestamp {
+                tsi: Tsi::Utc,
+                integer: Some(s),
+                tsf: Tsf::RealTime,
+                fractional: Some(ps.unwrap_or(0)),
+            }),
+            (None, t) => t.map(|t| VrtTimestamp {
+                tsi: Tsi::None,
+                integer: None,
+                tsf: Tsf::SampleCount,
+                fractional: Some(t),
+            }),
+        },
         packet_count: (h.seq & 0xf) as u8,
         size_words: (len / 4) as u16,
     }

@@ -339,6 +339,38 @@ pub fn parse_context(datagram: &[u8]) -> Result<IfContext, FormatError> {
     })
 }
 
+/// The time a context packet carries: the data's kind of timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketTime {
+    /// A sample count (TSF = sample count), with `IfContext::integer_seconds` if set.
+    SampleCount(u64),
+    /// UTC seconds and picoseconds within the second (TSI = UTC, TSF = real time), DIFI's.
+    Utc {
+        /// Integer seconds.
+        seconds: u32,
+        /// Picoseconds within the second.
+        picoseconds: u64,
+    },
+}
+
+impl PacketTime {
+    /// Sets `p`'s timestamps.
+    fn set(self, p: &mut Vrt) -> Result<(), FormatError> {
+        match self {
+            PacketTime::SampleCount(t) => p.set_fractional_timestamp(Some(t), Tsf::SampleCount),
+            PacketTime::Utc {
+                seconds,
+                picoseconds,
+            } => {
+                p.set_integer_timestamp(Some(seconds), Tsi::Utc)
+                    .map_err(vita)?;
+                p.set_fractional_timestamp(Some(picoseconds), Tsf::RealTimePs)
+            }
+        }
+        .map_err(vita)
+    }
+}
+
 /// Builds a context packet stating `ctx` (timestamps from `sample_count` and
 /// `ctx.integer_seconds`), with packet count `count` (4 bits). With `ctx.class_id` of DIFI's
 /// standard context class, the fields DIFI requires and `ctx` leaves out are sent as zero.
@@ -346,6 +378,15 @@ pub fn emit_context(
     ctx: &IfContext,
     count: u8,
     sample_count: Option<u64>,
+) -> Result<Vec<u8>, FormatError> {
+    emit_context_at(ctx, count, sample_count.map(PacketTime::SampleCount))
+}
+
+/// [`emit_context`] with any [`PacketTime`] (DIFI's UTC seconds and picoseconds too).
+pub fn emit_context_at(
+    ctx: &IfContext,
+    count: u8,
+    time: Option<PacketTime>,
 ) -> Result<Vec<u8>, FormatError> {
     let mut p = Vrt::new_context_packet();
     p.set_stream_id(Some(ctx.stream_id.unwrap_or(0)));
@@ -361,9 +402,8 @@ pub fn emit_context(
     if let Some(s) = ctx.integer_seconds {
         p.set_integer_timestamp(Some(s), Tsi::Utc).map_err(vita)?;
     }
-    if let Some(t) = sample_count {
-        p.set_fractional_timestamp(Some(t), Tsf::SampleCount)
-            .map_err(vita)?;
+    if let Some(t) = time {
+        t.set(&mut p)?;
     }
     // The fixed-point fields hold a bounded range; the `vita49` setters panic outside it.
     const U44: f64 = (1u64 << 44) as f64;

@@ -7,15 +7,16 @@
 //! use fsdr_net_io::format::vrt::context::version::{VersionInfo, emit_version, parse_version};
 //!
 //! let v = VersionInfo { year: 2026, day: 329, revision: 1, kind: 1, icd_version: 0 };
-//! let bytes = emit_version(7, &v, 0, true, Some(96_000)).unwrap();
+//! use fsdr_net_io::format::vrt::context::PacketTime;
+//! let bytes = emit_version(7, &v, 0, true, Some(PacketTime::SampleCount(96_000))).unwrap();
 //! let (stream, back) = parse_version(&bytes).unwrap();
 //! assert_eq!((stream, back), (Some(7), v));
 //! ```
 
+use vita49::PacketType;
 use vita49::prelude::*;
-use vita49::{PacketType, Tsf};
 
-use super::{DIFI_INFO_CLASS, DIFI_OUI, DIFI_VERSION_CLASS, vita};
+use super::{DIFI_INFO_CLASS, DIFI_OUI, DIFI_VERSION_CLASS, PacketTime, vita};
 use crate::format::FormatError;
 
 /// The CIF1 of a DIFI version packet: V49 spec compliance (bit 3), version and build code
@@ -75,13 +76,13 @@ impl VersionInfo {
 }
 
 /// Builds a DIFI version packet for `stream_id` with packet count `count` (4 bits),
-/// `changed` as its context change indicator, and a sample-count timestamp when given.
+/// `changed` as its context change indicator, and a timestamp when given.
 pub fn emit_version(
     stream_id: u32,
     version: &VersionInfo,
     count: u8,
     changed: bool,
-    sample_count: Option<u64>,
+    time: Option<PacketTime>,
 ) -> Result<Vec<u8>, FormatError> {
     let code = version.code()?;
     let mut p = Vrt::new_context_packet();
@@ -93,9 +94,8 @@ pub fn emit_version(
     id.set_packet_class_code(DIFI_VERSION_CLASS);
     p.set_class_id(Some(id));
     p.header_mut().set_packet_count(count & 0xf);
-    if let Some(t) = sample_count {
-        p.set_fractional_timestamp(Some(t), Tsf::SampleCount)
-            .map_err(vita)?;
+    if let Some(t) = time {
+        t.set(&mut p)?;
     }
     let c = p.payload_mut().context_mut().map_err(vita)?;
     c.set_context_changed(changed);
