@@ -117,13 +117,15 @@ enum Task {
         /// How long.
         #[arg(long, default_value_t = 2.0)]
         minutes: f64,
-        /// Sample rate: 80% of the 88 Msps that `usrp_rx --rate 100e6` received without loss
-        /// in-process on the 2-vCPU machine (see the README).
+        /// Sample rate: 80% of the 88 Msps `usrp_rx` kept in-process on 2 vCPUs.
         #[arg(long, default_value = "70e6")]
         rate: String,
         /// Receive backend.
         #[arg(long, default_value = "mio")]
         backend: String,
+        /// The debug build (debug assertions on), as `cargo xtask test` runs it at 5e6.
+        #[arg(long)]
+        debug: bool,
     },
 }
 
@@ -166,7 +168,8 @@ fn main() -> Result<()> {
             minutes,
             rate,
             backend,
-        } => soak::soak(minutes, &rate, &backend),
+            debug,
+        } => soak::soak(minutes, &rate, &backend, soak::Build::new(debug)),
         Task::Props { cases } => checks::props(cases),
         Task::Miri { all } => checks::miri(if all {
             checks::MIRI_SCOPE
@@ -393,9 +396,9 @@ fn test_steps(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
         loom_models()?;
     }
     // Exactness at scale: 3000 cases a format through the sequence layer, 24 through an
-    // engine; then a short soak of the main job with injected faults.
+    // engine; then a short soak of the main job's debug build with injected faults.
     checks::props(24_000)?;
-    soak::soak(1.0 / 3.0, "70e6", "mio")?;
+    soak::soak(1.0 / 3.0, "5e6", "mio", soak::Build::Debug)?;
     // Soundness where the nightly toolchain is: Miri over the code without system calls,
     // and the test suite under AddressSanitizer.
     if checks::miri_available() {

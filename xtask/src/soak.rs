@@ -1,6 +1,8 @@
 //! `cargo xtask soak`: the USRP emulator into `usrp_rx` with faults injected at known
 //! places, the receiver's memory sampled every second, and every sample and fault checked
-//! against what was sent. `cargo xtask test` runs a short one.
+//! against what was sent. `cargo xtask test` runs a short one on the debug build (the
+//! accounting with debug assertions on, at 5 Msps); `cargo xtask soak` the release build at
+//! the rates users run.
 
 use std::process::Command;
 
@@ -25,13 +27,40 @@ const DROP_EVERY: u64 = 997;
 const REORDER_EVERY: u64 = 1009;
 const DUPLICATE_EVERY: u64 = 1013;
 
-pub fn soak(minutes: f64, rate: &str, backend: &str) -> Result<()> {
-    crate::report::run_as(
-        "build usrp_rx (release)",
-        cargo().args(["build", "--release", "--example", "usrp_rx"]),
-    )?;
+/// Which build of `usrp_rx` a soak runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Build {
+    /// Optimized: the rates a user runs (`cargo xtask soak`).
+    Release,
+    /// The test suite's debug build, already there, with debug assertions (overflow checks)
+    /// on: the accounting at a rate a debug build keeps (`cargo xtask test`).
+    Debug,
+}
+
+impl Build {
+    pub fn new(debug: bool) -> Self {
+        if debug { Build::Debug } else { Build::Release }
+    }
+}
+
+pub fn soak(minutes: f64, rate: &str, backend: &str, build: Build) -> Result<()> {
+    let (args, exe): (&[&str], _) = match build {
+        Build::Release => (
+            &["build", "--release", "--example", "usrp_rx"],
+            "target/release/examples/usrp_rx",
+        ),
+        Build::Debug => (
+            &["build", "--example", "usrp_rx"],
+            "target/debug/examples/usrp_rx",
+        ),
+    };
+    let what = match build {
+        Build::Release => "build usrp_rx (release)",
+        Build::Debug => "build usrp_rx (debug)",
+    };
+    crate::report::run_as(what, cargo().args(args))?;
     let seconds = (minutes * 60.0).max(1.0);
-    let mut child = Command::new("target/release/examples/usrp_rx")
+    let mut child = Command::new(exe)
         .args(["--json", "--zero-fill", "false", "--signal", "ramp"])
         // The injected drops are losses: the soak checks them itself.
         .arg("--allow-loss")
