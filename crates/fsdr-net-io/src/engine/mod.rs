@@ -40,7 +40,7 @@ mod consumer;
 mod datagram;
 mod inline;
 mod meta;
-mod receive;
+pub(crate) mod receive;
 mod slots;
 mod worker;
 

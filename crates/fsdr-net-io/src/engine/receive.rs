@@ -83,52 +83,134 @@ pub(crate) fn recv_batch(
     }))
 }
 
-/// The loop of the backends that block in the kernel (`recvmmsg` with `batch`, `blocking`
-/// with 1). A consumer wake-up deferred by [`Coalesce`](crate::engine::Coalesce) is kept by
-/// waiting for the socket with `ppoll` until its deadline before blocking again.
-pub(crate) fn blocking_loop(mut worker: Worker, socket: Socket, batch: usize) {
-    let mut msgs = RecvBatch::new(batch);
-    let mut wake_by: Option<u64> = None;
-    // Once stopping, what is queued is still taken, but a sender that never pauses cannot
-    // keep the thread alive.
-    let mut after_stop = 0;
-    while after_stop < DRAIN_CALLS {
-        let stopping = worker.stopping();
-        after_stop += usize::from(stopping);
-        if let Some(d) = wake_by
+/// What one pass of a receive loop did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// Received (or handed over, or acted on a deadline); `more`: more may be queued (a
+    /// full batch).
+    Took { more: bool },
+    /// No memory to receive into: the consumer has to give some back.
+    NoRoom,
+    /// Nothing within the wait.
+    Idle,
+    /// The socket was shut down, or (stopping) its queue is empty.
+    Drained,
+}
+
+/// What a receive loop asks of the side it runs for: the engine's worker with its slots
+/// ([`SocketSide`]) or the in-place receiver with the output buffers it lends
+/// (`inplace::receiver`). The loop itself — passes until the engine stops, then the one rule
+/// for stopping — is [`run_loop`] and [`drain_and_finish`], the same for both.
+pub(crate) trait ReceiveSide {
+    /// The engine was asked to stop.
+    fn stopping(&self) -> bool;
+    /// One pass: (unless `stopping`) wait for data or the next deadline and act on a passed
+    /// deadline, then (`stopping`: without waiting) one receive call into lent memory.
+    fn pass(&mut self, stopping: bool) -> Pass;
+    /// No memory to receive into: wait for the consumer.
+    fn wait_for_room(&mut self);
+    /// After the last pass: wake the consumer, publish the final counters.
+    fn finish(&mut self);
+}
+
+/// The receive loop of the threads that block in the kernel (the `recvmmsg` and `blocking`
+/// backends, and the in-place receiver's thread): passes until the engine stops, then
+/// [`drain_and_finish`].
+pub(crate) fn run_loop(side: &mut impl ReceiveSide) {
+    while !side.stopping() {
+        match side.pass(false) {
+            Pass::NoRoom => side.wait_for_room(),
+            Pass::Drained => break,
+            Pass::Took { .. } | Pass::Idle => {}
+        }
+    }
+    drain_and_finish(side);
+}
+
+/// The one rule for stopping: what is queued is still taken, without waiting, for at most
+/// [`DRAIN_CALLS`] passes (a short batch, no room or an empty queue ends it sooner), so that a
+/// sender that never pauses cannot keep the loop alive; then the side finishes. The in-place
+/// receiver run inline on the consumer's thread stops with it too.
+pub(crate) fn drain_and_finish(side: &mut impl ReceiveSide) {
+    for _ in 0..DRAIN_CALLS {
+        match side.pass(true) {
+            Pass::Took { more: true } | Pass::Idle => {}
+            Pass::Took { more: false } | Pass::NoRoom | Pass::Drained => break,
+        }
+    }
+    side.finish();
+}
+
+/// The engine's side of [`run_loop`] for a socket read with `recvmmsg` (`batch` at a time;
+/// the `blocking` backend: 1). A consumer wake-up deferred by
+/// [`Coalesce`](crate::engine::Coalesce) is kept by waiting for the socket with `ppoll` until
+/// its deadline before blocking again.
+struct SocketSide {
+    worker: Worker,
+    socket: Socket,
+    msgs: RecvBatch,
+    batch: usize,
+    wake_by: Option<u64>,
+}
+
+impl ReceiveSide for SocketSide {
+    fn stopping(&self) -> bool {
+        self.worker.stopping()
+    }
+
+    fn pass(&mut self, stopping: bool) -> Pass {
+        if let Some(d) = self.wake_by
             && !stopping
         {
             let now = sys::monotonic_ns();
-            if now >= d || !sys::readable_within(&socket, d - now) {
-                worker.wake(sys::monotonic_ns());
-                wake_by = None;
+            if now >= d || !sys::readable_within(&self.socket, d - now) {
+                self.worker.wake(sys::monotonic_ns());
+                self.wake_by = None;
             }
         }
-        // Once stopping, take what is queued without waiting; a short batch ends it.
         let wait = if stopping { Wait::No } else { Wait::ForOne };
-        match recv_batch(&mut worker, &mut msgs, &socket, batch, wait) {
+        let w = &mut self.worker;
+        match recv_batch(w, &mut self.msgs, &self.socket, self.batch, wait) {
             Ok(Some(n)) => {
-                wake_by = worker.publish(sys::monotonic_ns());
-                if worker.shut_down || (stopping && n < batch) {
-                    break;
+                self.wake_by = w.publish(sys::monotonic_ns());
+                if w.shut_down {
+                    Pass::Drained
+                } else {
+                    Pass::Took {
+                        more: n == self.batch,
+                    }
                 }
             }
-            Ok(None) => {
-                if stopping {
-                    break;
-                }
-                worker.wait_for_room();
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && stopping => break,
+            Ok(None) => Pass::NoRoom,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && stopping => Pass::Drained,
             Err(e) => {
-                if worker.stopping() {
-                    continue;
+                if !w.stopping() {
+                    tracing::warn!(error = %e, "recvmmsg failed");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
                 }
-                tracing::warn!(error = %e, "recvmmsg failed");
-                std::thread::sleep(std::time::Duration::from_millis(10));
+                Pass::Idle
             }
         }
     }
-    worker.wake(sys::monotonic_ns());
-    worker.refresh_kernel_drops();
+
+    fn wait_for_room(&mut self) {
+        self.worker.wait_for_room();
+    }
+
+    fn finish(&mut self) {
+        self.worker.wake(sys::monotonic_ns());
+        self.worker.refresh_kernel_drops();
+    }
+}
+
+/// The thread of the backends that block in the kernel (`recvmmsg` with `batch`, `blocking`
+/// with 1): [`run_loop`] over the engine's slots.
+pub(crate) fn blocking_loop(worker: Worker, socket: Socket, batch: usize) {
+    run_loop(&mut SocketSide {
+        worker,
+        socket,
+        msgs: RecvBatch::new(batch),
+        batch,
+        wake_by: None,
+    });
 }

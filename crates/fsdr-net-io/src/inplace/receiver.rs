@@ -10,6 +10,7 @@ use socket2::Socket;
 
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
+use crate::engine::receive::Pass;
 use crate::engine::{
     Coalesce, EngineConfig, GRO_MAX_BYTES, GRO_MAX_SEGMENTS, Recycled, WakeSchedule,
 };
@@ -205,33 +206,17 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         self.shared.engine.stop.load(Ordering::Acquire)
     }
 
-    /// The receive thread: steps until stopped, then drains and finishes.
+    /// The receive thread: the engine's receive loop
+    /// ([`run_loop`](crate::engine::receive::run_loop)) over this receiver's passes.
     pub(super) fn run(mut self) {
         sys::set_timer_slack_ns(5_000);
-        while !self.stopping() {
-            match self.step(false, None) {
-                Step::NoBuffer => {
-                    self.shared.engine.resume[0]
-                        .notify
-                        .wait_timeout(PAUSE_CHECK);
-                }
-                Step::Drained => break,
-                Step::Busy | Step::Idle => {}
-            }
-        }
-        self.drain_and_finish();
+        crate::engine::receive::run_loop(&mut self);
     }
 
-    /// Once stopping: takes what is queued without waiting (a sender that never pauses
-    /// cannot keep it going for ever), then finishes.
+    /// Once stopping (inline: on the consumer's thread): the engine's one rule for stopping
+    /// ([`drain_and_finish`](crate::engine::receive::drain_and_finish)).
     pub(super) fn drain_and_finish(&mut self) {
-        for _ in 0..crate::engine::DRAIN_CALLS {
-            match self.step(true, None) {
-                Step::Busy | Step::Idle => {}
-                Step::NoBuffer | Step::Drained => break,
-            }
-        }
-        self.finish();
+        crate::engine::receive::drain_and_finish(self);
     }
 
     /// One pass of the receive loop: takes a buffer, writes what waits for room, hands a
@@ -480,6 +465,31 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         } else {
             Ready::Nothing
         }
+    }
+}
+
+impl<T: Item, B: ItemBuffer<T>> crate::engine::receive::ReceiveSide for Receive<T, B> {
+    fn stopping(&self) -> bool {
+        Receive::stopping(self)
+    }
+
+    fn pass(&mut self, stopping: bool) -> Pass {
+        match self.step(stopping, None) {
+            Step::Busy => Pass::Took { more: true },
+            Step::NoBuffer => Pass::NoRoom,
+            Step::Idle => Pass::Idle,
+            Step::Drained => Pass::Drained,
+        }
+    }
+
+    fn wait_for_room(&mut self) {
+        self.shared.engine.resume[0]
+            .notify
+            .wait_timeout(PAUSE_CHECK);
+    }
+
+    fn finish(&mut self) {
+        Receive::finish(self);
     }
 }
 
