@@ -380,9 +380,15 @@ fn an_input_that_ends_late_still_ends_the_burst() -> Result<()> {
         connect!(fg, src > col);
         let fg = run(fg);
         let stats = fg.block(&src)?.stats();
-        // Ten datagrams of 100 samples, and when the input ended late an empty one.
+        // Ten datagrams of 100 samples, and when the input ended late an empty one (also
+        // when it ended at once but the sink learned of it only after the tenth went out:
+        // FutureSDR tells a block that its input finished in a later call).
         let datagrams = fg.block(&snk)?.send_stats().datagrams;
-        assert_eq!(datagrams, 10 + u64::from(late), "{format} late {late}");
+        let want = if late { 11..=11 } else { 10..=11 };
+        assert!(
+            want.contains(&datagrams),
+            "{format} late {late}: {datagrams}"
+        );
         assert_eq!(fg.block(&col)?.items, N, "{format} late {late}");
         assert_eq!(stats.engine.malformed + stats.engine.missed, 0, "{stats:?}");
         assert_eq!(

@@ -3,7 +3,8 @@
 //! readiness it drains the socket with `recvmmsg` batches until a batch comes back short (an
 //! edge-triggered socket reports the next datagram with a new event, so no extra call that
 //! would only return `EAGAIN`). With `SocketConfig::gro` each entry takes a coalesced
-//! receive, split into its datagrams in place ([`gro`](super::gro)).
+//! receive, split into its datagrams in place ([`gro`](super::gro)). The loop itself, and its
+//! one rule for stopping, is the engine's `run_loop` (engine/receive.rs).
 
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use ::mio::unix::SourceFd;
 use ::mio::{Events, Interest, Poll, Token, Waker};
 use socket2::Socket;
 
-use super::super::receive::{DRAIN_CALLS, recv_batch};
+use super::super::receive::{Pass, ReceiveSide, recv_batch, run_loop};
 use super::super::slots::ReceiverEnd;
 use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Shared};
@@ -122,65 +123,109 @@ impl Reader {
     }
 }
 
-fn run(mut worker: Worker, socket: Socket, mut poll: Poll, mut msgs: Reader) {
-    let mut events = Events::with_capacity(8);
-    // Datagrams may already be queued before the first edge.
-    let mut wake_by = drain(&mut worker, &mut msgs, &socket);
-    while !worker.stopping() {
+/// The thread: the engine's receive loop ([`run_loop`]) over an [`EpollSide`].
+fn run(worker: Worker, socket: Socket, poll: Poll, reader: Reader) {
+    run_loop(&mut EpollSide {
+        worker,
+        socket,
+        poll,
+        events: Events::with_capacity(8),
+        reader,
+        wake_by: None,
+        primed: false,
+    });
+}
+
+/// The epoll side of the engine's receive loop: a pass sleeps until the socket has more (or
+/// a deferred wake-up of the consumer is due), then drains it; once stopping, a pass is one
+/// receive call without waiting, so that the loop's one rule bounds the calls.
+struct EpollSide {
+    worker: Worker,
+    socket: Socket,
+    poll: Poll,
+    events: Events,
+    reader: Reader,
+    /// When the consumer must be woken at the latest.
+    wake_by: Option<u64>,
+    /// The first pass drained: datagrams may be queued before the first edge.
+    primed: bool,
+}
+
+impl ReceiveSide for EpollSide {
+    fn stopping(&self) -> bool {
+        self.worker.stopping()
+    }
+
+    fn pass(&mut self, stopping: bool) -> Pass {
+        let w = &mut self.worker;
+        if stopping {
+            let pass = match self.reader.read(w, &self.socket, Wait::No) {
+                Ok(Some(more)) => Pass::Took { more },
+                Ok(None) => Pass::NoRoom,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Pass::Drained,
+                Err(e) => {
+                    tracing::warn!(thread = w.index, error = %e, "recvmmsg failed");
+                    Pass::Drained
+                }
+            };
+            w.publish(sys::monotonic_ns());
+            return pass;
+        }
+        if !std::mem::replace(&mut self.primed, true) {
+            self.wake_by = drain(w, &mut self.reader, &self.socket);
+            return Pass::Took { more: false };
+        }
         // Sleep until the socket has more, or until a deferred wake-up of the consumer is due.
-        let timeout = wake_by.map_or(IDLE_POLL, |d| {
+        let timeout = self.wake_by.map_or(IDLE_POLL, |d| {
             Duration::from_nanos(d.saturating_sub(sys::monotonic_ns())).min(IDLE_POLL)
         });
-        if let Err(e) = poll.poll(&mut events, Some(timeout))
+        if let Err(e) = self.poll.poll(&mut self.events, Some(timeout))
             && e.kind() != std::io::ErrorKind::Interrupted
         {
-            tracing::error!(thread = worker.index, error = %e, "poll failed; receive thread stops");
-            break;
+            tracing::error!(thread = w.index, error = %e, "poll failed; receive thread stops");
+            return Pass::Drained;
         }
-        if worker.stopping() {
-            break;
+        if w.stopping() {
+            return Pass::Idle;
         }
-        if events.iter().any(|e| e.token() == SOCKET) {
-            wake_by = drain(&mut worker, &mut msgs, &socket);
-        } else if let Some(d) = wake_by {
+        if self.events.iter().any(|e| e.token() == SOCKET) {
+            self.wake_by = drain(w, &mut self.reader, &self.socket);
+            return Pass::Took { more: false };
+        }
+        if let Some(d) = self.wake_by {
             let now = sys::monotonic_ns();
             if now >= d {
-                worker.wake(now);
-                wake_by = None;
+                w.wake(now);
+                self.wake_by = None;
             }
-        } else if events.is_empty() {
-            worker.refresh_kernel_drops();
+        } else if self.events.is_empty() {
+            w.refresh_kernel_drops();
         }
+        Pass::Idle
     }
-    // Take whatever is still queued (at most DRAIN_CALLS calls), then read the final drop
-    // count.
-    drain(&mut worker, &mut msgs, &socket);
-    worker.wake(sys::monotonic_ns());
-    worker.refresh_kernel_drops();
+
+    fn wait_for_room(&mut self) {
+        self.worker.wait_for_room_and_free(self.reader.min_free());
+    }
+
+    fn finish(&mut self) {
+        self.worker.wake(sys::monotonic_ns());
+        self.worker.refresh_kernel_drops();
+    }
 }
 
 /// Receives batches until one comes back short (the socket is drained: an edge-triggered
 /// socket reports the next datagram with a new event, so no call that would only say
-/// `EAGAIN`), pausing while the consumer is behind if that is the policy. Returns when the
-/// consumer must be woken at the latest.
+/// `EAGAIN`), pausing while the consumer is behind if that is the policy, or until the
+/// engine stops (the loop's stop rule takes over). Returns when the consumer must be woken
+/// at the latest.
 fn drain(worker: &mut Worker, msgs: &mut Reader, socket: &Socket) -> Option<u64> {
-    let mut after_stop = 0;
-    loop {
-        if worker.stopping() {
-            after_stop += 1;
-            if after_stop > DRAIN_CALLS {
-                break;
-            }
-        }
+    while !worker.stopping() {
         match msgs.read(worker, socket, Wait::No) {
             Ok(Some(true)) => continue,
             Ok(Some(false)) => break,
-            Ok(None) => {
-                if worker.stopping() {
-                    break;
-                }
-                worker.wait_for_room_and_free(msgs.min_free());
-            }
+            Ok(None) if worker.stopping() => break,
+            Ok(None) => worker.wait_for_room_and_free(msgs.min_free()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) => {
                 tracing::warn!(thread = worker.index, error = %e, "recvmmsg failed");
