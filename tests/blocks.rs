@@ -110,7 +110,15 @@ fn round_trip_n(
     let stats = fg.block(&src).unwrap().stats();
     let got = fg.block(&vsnk).unwrap().items().clone();
     let ctx = format!("{backend} {format} {sched:?} gro {gro}: {stats}");
-    assert_eq!(stats.accounted(), datagrams, "{ctx}");
+    // CHDR and VRT end the stream with an end of burst: on the last datagram, or in an empty
+    // one of its own when the sink learned of its input's end only after sending it
+    // (FutureSDR says so in a later call).
+    let ends_with_eob = matches!(format, Format::Chdr | Format::Vrt);
+    let extra = stats.accounted().checked_sub(datagrams);
+    assert!(
+        extra == Some(0) || (ends_with_eob && extra == Some(1)),
+        "{datagrams} datagrams sent: {ctx}"
+    );
     if gro {
         assert!(
             stats.gro_datagrams > 0,
