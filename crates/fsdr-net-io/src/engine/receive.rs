@@ -14,20 +14,6 @@ use crate::sys::{self, RecvBatch, Wait};
 /// taken, but a sender that never pauses cannot keep the thread alive.
 pub(crate) const DRAIN_CALLS: usize = 4096;
 
-/// After the stop: takes what the socket has queued, without waiting, in batches of
-/// `batch`, for at most [`DRAIN_CALLS`] calls.
-#[cfg_attr(not(feature = "uring"), allow(dead_code))]
-pub(crate) fn drain_after_stop(worker: &mut Worker, socket: &Socket, batch: usize) {
-    let mut msgs = RecvBatch::new(batch);
-    for _ in 0..DRAIN_CALLS {
-        match recv_batch(worker, &mut msgs, socket, batch, Wait::No) {
-            Ok(Some(n)) if n == batch && !worker.shut_down => {}
-            _ => break,
-        }
-    }
-    worker.publish(crate::sys::monotonic_ns());
-}
-
 /// One `recvmmsg` call into free slots. When the consumer is behind: with the pause policy
 /// none is made (`Ok(None)`); with the discard policy the rest of the batch goes into
 /// overflow buffers. Returns the datagrams received, full batch or not (`n == batch` means
@@ -201,6 +187,20 @@ impl ReceiveSide for SocketSide {
         self.worker.wake(sys::monotonic_ns());
         self.worker.refresh_kernel_drops();
     }
+}
+
+/// After the `uring` backend's operations ended: what the socket still has queued, taken by
+/// [`drain_and_finish`] (`recvmmsg` in batches of `batch`, without waiting), the same stop
+/// rule as every loop.
+#[cfg_attr(not(feature = "uring"), allow(dead_code))]
+pub(crate) fn drain_socket(worker: Worker, socket: Socket, batch: usize) {
+    drain_and_finish(&mut SocketSide {
+        worker,
+        socket,
+        msgs: RecvBatch::new(batch),
+        batch,
+        wake_by: None,
+    });
 }
 
 /// The thread of the backends that block in the kernel (`recvmmsg` with `batch`, `blocking`

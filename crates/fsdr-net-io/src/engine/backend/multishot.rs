@@ -7,6 +7,8 @@
 //! socket keeps draining; what lands there is counted as `overflow`. Needs Linux ≥ 6.0
 //! (multishot `recvmsg`, provided-buffer rings); older kernels get a clear error.
 //!
+//! The thread runs the engine's one receive loop (`engine/receive.rs` `run_loop`, the same
+//! stop rule as every backend): a pass re-arms, waits for completions and hands them over.
 //! Shutdown: `shutdown(SHUT_RD)` ends the multishot receive; should it not end, the request is
 //! cancelled and the thread waits (bounded) for the cancel. If even that does not complete,
 //! the kernel may still write into the slots and the buffer ring: the thread then keeps the
@@ -25,6 +27,7 @@ use io_uring::{IoUring, Probe, cqueue, opcode, types};
 use socket2::Socket;
 
 use super::super::meta::Clocks;
+use super::super::receive::{Pass, ReceiveSide, run_loop};
 use super::super::slots::{ReceiverEnd, SlotPool};
 use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Overload, Shared};
@@ -281,6 +284,10 @@ struct Receiver {
     arms: u64,
     msghdr: Box<libc::msghdr>,
     cqes: Vec<(i32, u32, u64)>,
+    /// When the deferred consumer wake-up is due.
+    wake_by: Option<u64>,
+    /// The error that ended the loop, if one did.
+    failed: Option<io::Error>,
 }
 
 impl Receiver {
@@ -314,6 +321,8 @@ impl Receiver {
             arms: 0,
             msghdr,
             cqes: Vec::with_capacity(8192),
+            wake_by: None,
+            failed: None,
         }
     }
 
@@ -481,14 +490,10 @@ impl Receiver {
         }
     }
 
+    /// The thread: the engine's one receive loop over this ring, then (never freeing memory
+    /// the kernel may still write) the ring's own end.
     fn run(mut self) -> io::Result<()> {
-        let result = self.receive();
-        // Never free memory with a request armed: the kernel could still write into slots.
-        if self.armed {
-            self.cancel_and_wait();
-        }
-        self.worker.wake(sys::monotonic_ns());
-        self.worker.refresh_kernel_drops();
+        run_loop(&mut self);
         if self.armed {
             tracing::error!(
                 "multishot receive could not be cancelled within {CANCEL_WAIT:?}; its io_uring, \
@@ -497,12 +502,13 @@ impl Receiver {
             self.worker.counts.leaked_rings += 1;
             self.worker.wake(sys::monotonic_ns());
             let pool: Arc<SlotPool> = self.worker.pool_arc();
+            let result = self.failed.take().map_or(Ok(()), Err);
             std::mem::forget(pool);
             std::mem::forget(self);
             return result;
         }
         let _ = self.ring.submitter().unregister_buf_ring(BGID);
-        result
+        self.failed.take().map_or(Ok(()), Err)
     }
 
     fn collect(&mut self) {
@@ -511,54 +517,81 @@ impl Receiver {
             self.cqes.push((cqe.result(), cqe.flags(), cqe.user_data()));
         }
     }
+}
 
-    fn receive(&mut self) -> io::Result<()> {
-        let mut ended = false;
-        let mut stop_seen: Option<std::time::Instant> = None;
-        let mut wake_by: Option<u64> = None;
-        loop {
-            self.refill();
-            let stopping = self.worker.stopping();
-            if stopping {
-                let since = *stop_seen.get_or_insert_with(std::time::Instant::now);
-                // Ended by the shutdown wake-up, or (should it never come) cancelled in `run`.
-                if ended || !self.armed || since.elapsed() > Duration::from_millis(500) {
-                    return Ok(());
-                }
-            }
-            if !self.armed && self.in_ring > 0 && !stopping {
-                self.arm();
-            }
-            let mut wait = if self.armed { ARMED_WAIT } else { DRY_WAIT };
-            if let Some(d) = wake_by {
-                wait = wait.min(Duration::from_nanos(d.saturating_sub(sys::monotonic_ns())));
-            }
-            if !self.armed && self.in_ring == 0 && !stopping {
-                // Dry: the consumer holds what the budget allows. Wake it for what is ready.
-                self.worker.wake(sys::monotonic_ns());
-                wake_by = None;
-            }
-            self.wait(wait)?;
-            self.collect();
-            if self.cqes.is_empty() {
-                let now = sys::monotonic_ns();
-                if wake_by.is_some_and(|d| now >= d) {
-                    self.worker.wake(now);
-                    wake_by = None;
-                }
-                // Idle, or dry and waiting for slots: the kernel may be dropping meanwhile.
-                self.worker.refresh_kernel_drops();
-                continue;
-            }
-            let at = Clocks::now();
-            for k in 0..self.cqes.len() {
-                let (res, flags, ud) = self.cqes[k];
-                if ud == RECV && self.handle(res, flags, at) && self.worker.stopping() {
-                    ended = true;
-                }
-            }
-            wake_by = self.worker.publish(at.monotonic_ns);
+/// The multishot receive as a side of the engine's one receive loop: a pass re-arms the
+/// request when buffers are back, waits for completions (or the deferred wake-up's deadline)
+/// and hands what completed to the worker. Once stopping, a pass waits at most [`DRY_WAIT`]:
+/// the `shutdown(SHUT_RD)` completion, or no completion at all, ends the drain.
+impl ReceiveSide for Receiver {
+    fn stopping(&self) -> bool {
+        self.worker.stopping()
+    }
+
+    fn pass(&mut self, stopping: bool) -> Pass {
+        self.refill();
+        if stopping && !self.armed {
+            return Pass::Drained;
         }
+        if !self.armed && self.in_ring > 0 && !stopping {
+            self.arm();
+        }
+        let mut wait = if self.armed && !stopping {
+            ARMED_WAIT
+        } else {
+            DRY_WAIT
+        };
+        if let Some(d) = self.wake_by {
+            wait = wait.min(Duration::from_nanos(d.saturating_sub(sys::monotonic_ns())));
+        }
+        if !self.armed && self.in_ring == 0 {
+            // Dry: the consumer holds what the budget allows. Wake it for what is ready.
+            self.worker.wake(sys::monotonic_ns());
+            self.wake_by = None;
+        }
+        if let Err(e) = self.wait(wait) {
+            self.failed = Some(e);
+            return Pass::Drained;
+        }
+        self.collect();
+        if self.cqes.is_empty() {
+            let now = sys::monotonic_ns();
+            if self.wake_by.is_some_and(|d| now >= d) {
+                self.worker.wake(now);
+                self.wake_by = None;
+            }
+            // Idle, or dry and waiting for slots: the kernel may be dropping meanwhile.
+            self.worker.refresh_kernel_drops();
+            return if stopping { Pass::Drained } else { Pass::Idle };
+        }
+        let at = Clocks::now();
+        let mut ended = false;
+        for k in 0..self.cqes.len() {
+            let (res, flags, ud) = self.cqes[k];
+            if ud == RECV && self.handle(res, flags, at) && self.worker.stopping() {
+                ended = true;
+            }
+        }
+        self.wake_by = self.worker.publish(at.monotonic_ns);
+        if ended {
+            Pass::Drained
+        } else {
+            Pass::Took { more: true }
+        }
+    }
+
+    fn wait_for_room(&mut self) {
+        self.worker.wait_for_room();
+    }
+
+    /// Never frees memory with a request armed: cancels it and waits (bounded) for the
+    /// cancel, handing over what completes meanwhile.
+    fn finish(&mut self) {
+        if self.armed {
+            self.cancel_and_wait();
+        }
+        self.worker.wake(sys::monotonic_ns());
+        self.worker.refresh_kernel_drops();
     }
 }
 

@@ -30,7 +30,7 @@ use socket2::Socket;
 use tokio_uring::buf::{IoBuf, IoBufMut};
 
 use super::super::meta::Clocks;
-use super::super::receive::drain_after_stop;
+use super::super::receive::drain_socket;
 use super::super::slots::{ReceiverEnd, SlotPool};
 use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Shared};
@@ -181,7 +181,7 @@ impl ReceiveBackend for Uring {
         // and logging). On a blocking socket the kernel arms a poll and completes the receive
         // when data comes; the thread itself never blocks in it.
         socket.set_nonblocking(false).map_err(Error::Spawn)?;
-        let drain_socket = socket.try_clone().map_err(Error::Spawn)?;
+        let drain_socket_fd = socket.try_clone().map_err(Error::Spawn)?;
         let stop = Arc::new(tokio::sync::Notify::new());
         let depth = cfg.uring_depth;
         let batch = cfg.batch;
@@ -203,11 +203,10 @@ impl ReceiveBackend for Uring {
             let worker = Worker::new(0, shared, end, &worker_cfg, 1);
             match tokio_uring::Runtime::new(&builder) {
                 Ok(rt) => {
-                    let mut worker = rt.block_on(run(worker, socket.into(), depth, task_stop));
-                    // The operations are dropped; the queue is still taken.
-                    drain_after_stop(&mut worker, &drain_socket, batch);
-                    worker.wake(Clocks::now().monotonic_ns);
-                    worker.refresh_kernel_drops();
+                    let worker = rt.block_on(run(worker, socket.into(), depth, task_stop));
+                    // The operations are dropped; the queue is still taken (the one stop
+                    // rule), then the consumer is woken and the counters published.
+                    drain_socket(worker, drain_socket_fd, batch);
                     // The runtime's driver cancels what is in flight and waits for the
                     // kernel before the thread ends (the buffers are the operations' own).
                     drop(rt);
