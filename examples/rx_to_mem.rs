@@ -31,6 +31,9 @@ struct Args {
     /// Receive backend.
     #[arg(long, default_value = "mio")]
     backend: Backend,
+    /// AF_XDP (`--backend xdp`, with `--interface`).
+    #[command(flatten)]
+    xdp: common::XdpArgs,
     /// Receive buffer to request (bytes; default the library's, 128 MiB).
     #[arg(long, default_value_t = fsdr_net::io::socket::DEFAULT_RECV_BUFFER)]
     recv_buff_size: usize,
@@ -108,7 +111,11 @@ fn main() -> Result<()> {
     cfg.reuseport_threads = args.threads;
     cfg.reuseport_spread = args.spread;
     cfg.uring_depth = args.uring_depth;
+    args.multicast
+        .check(args.listen, args.backend == Backend::Xdp)?;
     args.multicast.apply(args.listen, &mut cfg.socket)?;
+    args.multicast.apply_xdp(&mut cfg);
+    args.xdp.apply(&mut cfg);
     let mut engine =
         Engine::start(cfg).with_context(|| format!("starting the {} engine", args.backend))?;
     // Installed before saying so: a Ctrl-C from then on prints the final figures.

@@ -4,6 +4,7 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use fsdr_net::io::format::DataHeader;
+use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::send::Framer;
 use fsdr_net::io::{Backend, Format, WireFormat};
 use fsdr_net::{TAG_MISSED, TAG_TIME, UdpSink, UdpSource};
@@ -85,21 +86,31 @@ fn round_trip_n(
     let data: Vec<i16> = (0..n).map(|i| (i * 7) as i16).collect();
     // i16 items as they are, in every format (a CHDR or VRT stream's own sc16 would need
     // complex items).
-    let src = UdpSource::<i16>::builder("127.0.0.1:0")
-        .backend(backend)
-        .format(format)
-        .wire_format(WireFormat::Plain)
-        .udp_gro(gro)
-        .time_tags(false)
-        .finish_after_idle(Duration::from_millis(500))
-        .build()
+    // The xdp backend over a veth pair between two namespaces; the others on loopback.
+    let Some(link) = TestLink::for_backend(backend) else {
+        return Ok(());
+    };
+    let src = link
+        .receive(|| {
+            UdpSource::<i16>::builder(link.bind())
+                .configure(|c| link.apply(c))
+                .format(format)
+                .wire_format(WireFormat::Plain)
+                .udp_gro(gro)
+                .time_tags(false)
+                .finish_after_idle(Duration::from_millis(500))
+                .build()
+        })
         .unwrap();
     let dest = src.local_addr().to_string();
-    let sink = UdpSink::<i16>::builder(dest)
-        .format(format)
-        .wire_format(WireFormat::Plain)
-        .payload_bytes(if n.is_multiple_of(2000) { 4000 } else { 2000 })
-        .build()
+    let sink = link
+        .send(|| {
+            UdpSink::<i16>::builder(dest)
+                .format(format)
+                .wire_format(WireFormat::Plain)
+                .payload_bytes(if n.is_multiple_of(2000) { 4000 } else { 2000 })
+                .build()
+        })
         .unwrap();
     let vsrc = VectorSource::<i16>::new(data.clone());
     let vsnk = VectorSink::<i16>::new(n);

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use fsdr_net::UdpSource;
+use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::{Backend, Format};
 use futuresdr::blocks::NullSink;
 use futuresdr::runtime::dev::prelude::*;
@@ -18,17 +19,23 @@ fn fds() -> usize {
 }
 
 fn run_once(backend: Backend) -> Result<()> {
-    let src = UdpSource::<u8>::builder("127.0.0.1:0")
-        .backend(backend)
-        .format(Format::Seq64)
-        .stats_interval(None)
-        .finish_after_idle(Duration::from_millis(50))
-        .build()?;
+    // The xdp backend over a veth pair between two namespaces; the others on loopback.
+    let Some(link) = TestLink::for_backend(backend) else {
+        return Ok(());
+    };
+    let src = link.receive(|| {
+        UdpSource::<u8>::builder(link.bind())
+            .configure(|c| link.apply(c))
+            .format(Format::Seq64)
+            .stats_interval(None)
+            .finish_after_idle(Duration::from_millis(50))
+            .build()
+    })?;
     let to = src.local_addr();
     let snk = NullSink::<u8>::new();
     let mut fg = Flowgraph::new();
     connect!(fg, src > snk);
-    let tx = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    let tx = link.send(|| std::net::UdpSocket::bind("0.0.0.0:0"))?;
     let sender = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(20));
         for seq in 1..=3u64 {
@@ -52,9 +59,14 @@ fn start_and_stop_a_source_200_times_leaves_nothing_behind() -> Result<()> {
         if i % 10 == 0 {
             run_once(backend)?;
         } else {
-            let src = UdpSource::<u8>::builder("127.0.0.1:0")
-                .backend(backend)
-                .build()?;
+            let Some(link) = TestLink::for_backend(backend) else {
+                continue;
+            };
+            let src = link.receive(|| {
+                UdpSource::<u8>::builder(link.bind())
+                    .configure(|c| link.apply(c))
+                    .build()
+            })?;
             drop(src);
         }
     }

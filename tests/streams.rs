@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, Faults, Signal, ramp_index};
+use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::{Backend, StreamSelector};
 use fsdr_net::prelude::*;
 use fsdr_net::{MultiUdpSource, TAG_MISSED};
@@ -77,20 +78,27 @@ fn two_of_three(format: Format, backend: Backend) -> anyhow::Result<()> {
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let mut emu = EmulatorConfig::new("127.0.0.1:9".parse()?, format);
     emu.channels = 3;
-    let mut builder = UdpSource::builder("127.0.0.1:0");
+    // The xdp backend over a veth pair between two namespaces; the others on loopback.
+    let Some(link) = TestLink::for_backend(backend) else {
+        return Ok(());
+    };
+    let mut builder = UdpSource::builder(link.bind());
     if format == Format::Chdr {
         builder = builder.tick_rate(20e6);
     }
-    let src: MultiUdpSource<Complex<i16>> = builder
+    let builder = builder
         .format(format)
         .backend(backend)
+        .configure(|c| link.apply(c))
         .sample_rate(10e6)
         .zero_fill_missed(true)
         .finish_after_idle(Duration::from_millis(300))
         .first_datagram_within(Duration::from_secs(10))
         // One numbering for channels, stream IDs and faults in every format: channel c is
         // stream ID c (VRT stream ID, CHDR endpoint), `Faults.channel` counts the same way.
-        .build_streams([StreamSelector::Id(0), StreamSelector::Id(1)])?;
+        ;
+    let src: MultiUdpSource<Complex<i16>> =
+        link.receive(|| builder.build_streams([StreamSelector::Id(0), StreamSelector::Id(1)]))?;
     emu.dest = src.local_addr();
     emu.rate = 10e6;
     emu.tick_rate = 20e6;
@@ -105,9 +113,11 @@ fn two_of_three(format: Format, backend: Backend) -> anyhow::Result<()> {
     let (a, b) = (Collect::new(), Collect::new());
     let mut fg = Flowgraph::new();
     connect!(fg, src.outputs[0] > a; src.outputs[1] > b);
-    let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
-        Emulator::new(emu).unwrap().run().unwrap()
+    let sender = link.send(|| {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            Emulator::new(emu).unwrap().run().unwrap()
+        })
     });
     let fg = Runtime::new().run(fg)?;
     let sent = sender.join().unwrap();

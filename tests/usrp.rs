@@ -226,6 +226,56 @@ fn streams_through_a_veth_pair_into_a_network_namespace() {
     assert_eq!(u(&rxj, "discontinuities"), u(&simj, "dropped"));
 }
 
+/// Issue #31: `usrp_rx --backend xdp --interface IFACE` receives through AF_XDP (native XDP on
+/// the veth, multi-buffer for the jumbo frames) with the same books as the socket path, and
+/// leaves no program on the interface.
+#[test]
+fn usrp_rx_receives_through_af_xdp_on_a_veth_pair() {
+    let pair = match fsdr_net::io::netns::VethPair::create("uxdp", 9000) {
+        Ok(p) => p,
+        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+    };
+    let listen = format!("{}:{}", pair.b.addr, free_port());
+    let mut sim = pair.a.command(example("usrp_sim"));
+    sim.args(sim_args(
+        &listen,
+        &["--samples", "4e6", "--drop-every", "500"],
+    ));
+    let rx = pair.b.command(example("usrp_rx"));
+    let extra = [
+        "--zero-fill",
+        "false",
+        "--backend",
+        "xdp",
+        "--interface",
+        &pair.b.ifname,
+    ];
+    let (rxj, simj) = run_pair_with(rx, &listen, &extra, sim);
+    println!("xdp: rx {rxj}\nsim {simj}");
+    assert_eq!(u(&rxj, "kernel_drops") + u(&rxj, "overflow"), 0, "{rxj}");
+    assert_eq!(u(&rxj, "missed"), u(&simj, "dropped"));
+    assert_eq!(u(&rxj, "missed_samples"), u(&simj, "dropped_samples"));
+    assert_eq!(u(&rxj, "received"), u(&simj, "samples_sent"));
+    assert_eq!(u(&rxj, "discontinuities"), u(&simj, "dropped"));
+    let out = Command::new("ip")
+        .args([
+            "-n",
+            &pair.b.netns,
+            "-d",
+            "link",
+            "show",
+            "dev",
+            &pair.b.ifname,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("prog/xdp"),
+        "a program was left attached: {text}"
+    );
+}
+
 /// Issue #32, item 3: one multicast convention in the examples. The emulator in one network
 /// namespace sends to a group on its veth (`--dest 239.…`, `--interface`); in the other, two
 /// `usrp_rx --listen 239.… --interface IFACE` get every datagram with exact books under drops,

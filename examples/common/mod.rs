@@ -203,6 +203,9 @@ pub struct TuningArgs {
     /// hand-over, at the cost of idle CPUs spinning.
     #[arg(long, value_parser = parse_f64)]
     pub cpu_latency_us: Option<f64>,
+    /// AF_XDP.
+    #[command(flatten)]
+    pub xdp: XdpArgs,
 }
 
 impl TuningArgs {
@@ -225,6 +228,7 @@ impl TuningArgs {
     pub fn apply(&self, cfg: &mut fsdr_net::io::EngineConfig) {
         use fsdr_net::io::{Coalesce, Overload};
         use std::time::Duration;
+        self.xdp.apply(cfg);
         if let Some(o) = self.overload {
             cfg.overload = match o {
                 OverloadArg::Pause => Overload::Pause,
@@ -280,3 +284,24 @@ impl TuningArgs {
 }
 pub mod loss;
 pub mod multicast;
+
+/// The `xdp` backend's queue and mode (`--backend xdp --interface IFACE`; the interface is
+/// the multicast flags' `--interface`, the one the stream arrives on).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct XdpArgs {
+    /// `--backend xdp`: the interface's receive queue the stream is steered to.
+    #[arg(long, default_value_t = 0)]
+    pub queue: u32,
+    /// `--backend xdp`: where the XDP program runs: auto (native where the driver has it),
+    /// native or generic.
+    #[arg(long, default_value = "auto")]
+    pub xdp_mode: fsdr_net::io::XdpMode,
+}
+
+impl XdpArgs {
+    /// Applies them to an engine configuration.
+    pub fn apply(&self, cfg: &mut fsdr_net::io::EngineConfig) {
+        cfg.xdp.queue = self.queue;
+        cfg.xdp.mode = self.xdp_mode;
+    }
+}

@@ -11,8 +11,9 @@ use fsdr_net::io::socket::{Multicast, MulticastInterface, SocketConfig};
 /// The multicast flags of a receiving example.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RxMulticastArgs {
-    /// With a multicast --listen address: the interface to join the group on, by name
-    /// (`eth0`) or address (default: the kernel's choice).
+    /// The interface the stream arrives on: with a multicast --listen address the one to
+    /// join the group on, by name (`eth0`) or address (default: the kernel's choice); with
+    /// `--backend xdp` the one to attach to, by name.
     #[arg(long)]
     pub interface: Option<String>,
     /// With a multicast --listen address: join source-specifically, taking only this
@@ -22,13 +23,26 @@ pub struct RxMulticastArgs {
 }
 
 impl RxMulticastArgs {
-    /// The group to join for `listen` (`None` for a unicast address); an error for
-    /// `--interface`/`--source` without a group, or an interface that is not there.
+    /// Checks the flags before anything starts: `--source` needs a group, `--interface` a
+    /// group or the xdp backend (`xdp`), and a group's interface must be there.
+    pub fn check(&self, listen: Option<SocketAddr>, xdp: bool) -> Result<()> {
+        let group = listen.is_some_and(|a| a.ip().is_multicast());
+        if !group && self.source.is_some() {
+            bail!("--source needs a multicast --listen address");
+        }
+        if !group && !xdp && self.interface.is_some() {
+            bail!("--interface needs a multicast --listen address or --backend xdp");
+        }
+        if xdp && self.interface.is_none() {
+            bail!("--backend xdp needs --interface IFACE, the interface the stream arrives on");
+        }
+        self.group(listen).map(drop)
+    }
+
+    /// The group to join for `listen` (`None` for a unicast address); an error for an
+    /// interface that is not there.
     pub fn group(&self, listen: Option<SocketAddr>) -> Result<Option<Multicast>> {
         let Some(addr) = listen.filter(|a| a.ip().is_multicast()) else {
-            if self.interface.is_some() || self.source.is_some() {
-                bail!("--interface and --source need a multicast --listen address");
-            }
             return Ok(None);
         };
         let interface = MulticastInterface::parse(self.interface.as_deref(), addr.ip())
@@ -44,6 +58,13 @@ impl RxMulticastArgs {
         socket.multicast = self.group(listen)?;
         socket.multicast_source = self.source;
         Ok(())
+    }
+
+    /// With the xdp backend: the interface to attach to.
+    pub fn apply_xdp(&self, cfg: &mut fsdr_net::io::EngineConfig) {
+        if cfg.backend == fsdr_net::io::Backend::Xdp {
+            cfg.xdp.interface = self.interface.clone();
+        }
     }
 }
 

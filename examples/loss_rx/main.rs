@@ -100,7 +100,8 @@ impl Outcome {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    args.multicast.group(Some(args.bind))?;
+    args.multicast
+        .check(Some(args.bind), args.receiver.ends_with("-xdp"))?;
     // Logs go to stderr: stdout carries the address line and the JSON result.
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);

@@ -91,7 +91,11 @@ pub(crate) fn flowgraph_outcome(args: &Args, bytes: u64, s: SourceStats) -> Outc
 }
 
 pub(crate) fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
-    let src = source_builder(args).backend(backend).build()?;
+    let src = source_builder(args)
+        .backend(backend)
+        // After the backend: the xdp backend's interface.
+        .configure(|c| args.multicast.apply_xdp(c))
+        .build()?;
     let local = src.local_addr();
     let sink = NullSink::<u8>::new();
     let mut fg = Flowgraph::new();
@@ -181,6 +185,7 @@ pub(crate) fn engine(args: &Args, backend: Backend, inline: bool) -> Result<Outc
     cfg.slot_size = args.size.max(9000);
     args.tuning.apply(&mut cfg);
     args.multicast.apply(Some(args.bind), &mut cfg.socket)?;
+    args.multicast.apply_xdp(&mut cfg);
     let mut engine = if inline {
         Engine::start_inline(cfg)?
     } else {

@@ -149,7 +149,10 @@ fn build<T: RampSample>(
         })
         .sample_rate(args.rate)
         .stats_interval(None);
-    b = args.tuning.source(b);
+    b = args
+        .tuning
+        .source(b)
+        .configure(|c| args.multicast.apply_xdp(c));
     // Checked in main before anything starts.
     if let Ok(Some(group)) = args.multicast.group(args.listen) {
         b = b.multicast(group);
@@ -299,7 +302,8 @@ fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let args = Args::parse();
-    args.multicast.group(args.listen)?;
+    args.multicast
+        .check(args.listen, args.backend == Backend::Xdp)?;
     let format = format_for(args.mode, args.format);
     let bind = args
         .listen

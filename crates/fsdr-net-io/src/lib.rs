@@ -71,7 +71,7 @@ pub mod turnaround;
 
 pub use engine::{
     Arrival, Backend, Capabilities, Clocks, Coalesce, Datagram, DatagramMeta, Engine, EngineConfig,
-    Gap, Overload, StatsHandle, StreamKey, ThreadOptions,
+    Gap, Overload, StatsHandle, StreamKey, ThreadOptions, XdpConfig, XdpMode,
 };
 pub use error::{Error, resolve};
 pub use format::{DataHeader, Format, FormatError, PacketClass, PacketInfo, Timestamp};

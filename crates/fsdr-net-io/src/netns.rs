@@ -170,3 +170,89 @@ impl Drop for VethPair {
         let _ = ip(&["netns", "del", &self.b.netns]);
     }
 }
+
+/// Where a test's receiver and sender run for a backend: both on loopback, or — for a
+/// backend that needs a real link (`xdp`) — the receiver in one namespace of a [`VethPair`]
+/// and the sender in the other. Lets a test that loops over
+/// [`Backend::ALL`](crate::Backend::ALL) run every backend.
+///
+/// ```no_run
+/// use fsdr_net_io::netns::TestLink;
+/// use fsdr_net_io::{Backend, Engine};
+///
+/// for &backend in Backend::ALL {
+///     let Some(link) = TestLink::for_backend(backend) else { continue };
+///     let engine = link.receive(|| Engine::start(link.config())).unwrap();
+///     let to = engine.local_addr();
+///     link.send(|| std::net::UdpSocket::bind("0.0.0.0:0")?.send_to(b"hi", to)).unwrap();
+/// }
+/// ```
+#[derive(Debug)]
+pub struct TestLink {
+    backend: crate::Backend,
+    pair: Option<VethPair>,
+}
+
+impl TestLink {
+    /// The link for `backend`; `None` (said on stderr, or a failure where
+    /// `FSDR_NET_REQUIRE_NETNS` is set) when it needs namespaces this process cannot make.
+    pub fn for_backend(backend: crate::Backend) -> Option<TestLink> {
+        let pair = if backend == crate::Backend::Xdp {
+            match VethPair::create("link", 9000) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    unavailable("netns", &format!("{backend}: {e}"));
+                    return None;
+                }
+            }
+        } else {
+            None
+        };
+        Some(TestLink { backend, pair })
+    }
+
+    /// An engine configuration for this backend: bound to port 0 of loopback or of the
+    /// receiving veth end (whose interface the `xdp` backend then uses).
+    pub fn config(&self) -> crate::EngineConfig {
+        let mut cfg = crate::EngineConfig::new(self.bind());
+        self.apply(&mut cfg);
+        cfg
+    }
+
+    /// Where a receiver binds: port 0 of loopback, or of the receiving veth end.
+    pub fn bind(&self) -> std::net::SocketAddr {
+        match &self.pair {
+            None => (Ipv4Addr::LOCALHOST, 0).into(),
+            Some(p) => (p.b.addr, 0).into(),
+        }
+    }
+
+    /// Sets the backend, and the interface where it needs one.
+    pub fn apply(&self, cfg: &mut crate::EngineConfig) {
+        cfg.backend = self.backend;
+        if let Some(p) = &self.pair {
+            cfg.xdp.interface = Some(p.b.ifname.clone());
+        }
+    }
+
+    /// Runs `f` where the receiver lives (sockets and threads it makes stay there).
+    pub fn receive<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pair {
+            None => f(),
+            Some(p) => p.b.run(f),
+        }
+    }
+
+    /// Runs `f` where the sender lives (threads it spawns stay there).
+    pub fn send<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pair {
+            None => f(),
+            Some(p) => p.a.run(f),
+        }
+    }
+
+    /// The pair, when the backend runs over one.
+    pub fn pair(&self) -> Option<&VethPair> {
+        self.pair.as_ref()
+    }
+}

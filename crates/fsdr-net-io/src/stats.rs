@@ -173,6 +173,11 @@ counters! {
         paused: add, "Times the receive side stopped reading because the consumer was behind (the kernel's buffer then absorbs or drops, counted as kernel_drops).";
         gro_datagrams: add, "Datagrams that arrived coalesced in UDP GRO receives and were split again (each also counted as received).";
         gro_fixups: add, "UDP GRO receives that did not line up with the slots (the first one, or after the sender changed its datagram size) and were copied into place.";
+        xdp_rx_dropped: max, "AF_XDP: frames the kernel dropped for want of a fill-ring frame or other reasons (XDP_STATISTICS rx_dropped; also in kernel_drops).";
+        xdp_rx_ring_full: max, "AF_XDP: frames dropped because the RX ring was full, the receive thread behind (rx_ring_full; also in kernel_drops).";
+        xdp_fill_ring_empty: max, "AF_XDP: times the kernel found the fill ring empty (rx_fill_ring_empty_descs).";
+        xdp_invalid_descs: max, "AF_XDP: descriptors the kernel found invalid (rx_invalid_descs).";
+        xdp_via_kernel: add, "AF_XDP backend: datagrams that took the kernel's path instead (IP fragments, options or extension headers, another queue) and were read from the UDP socket (each also counted as received).";
     }
     consumer {
         delivered, "Datagrams handed to the consumer.";

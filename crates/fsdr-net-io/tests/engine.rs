@@ -514,32 +514,38 @@ fn kernel_timestamps_when_enabled() {
 fn the_stream_span_runs_from_the_first_arrival_to_the_last() {
     use fsdr_net_io::send::Framer;
     for &backend in Backend::ALL {
+        let Some(link) = fsdr_net_io::netns::TestLink::for_backend(backend) else {
+            continue;
+        };
         // Kernel receive timestamps: a datagram's arrival is when the kernel queued it, not
         // when a (possibly late) receive thread took it.
-        let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
-        cfg.backend = backend;
+        let mut cfg = link.config();
         cfg.format = Format::Seq64;
         cfg.socket.timestamps = true;
-        let engine = Engine::start(cfg.clone()).unwrap_or_else(|e| {
-            // tokio-uring has no control messages: arrival is when the receive completed.
-            println!("{backend}: {e}; arrival read by the receive thread");
-            cfg.socket.timestamps = false;
-            Engine::start(cfg.clone()).unwrap()
-        });
+        let engine = link
+            .receive(|| Engine::start(cfg.clone()))
+            .unwrap_or_else(|e| {
+                // tokio-uring has no control messages: arrival is when the receive completed.
+                println!("{backend}: {e}; arrival read by the receive thread");
+                cfg.socket.timestamps = false;
+                link.receive(|| Engine::start(cfg.clone())).unwrap()
+            });
         let to = engine.local_addr();
         // Idle before the stream: not part of it. Then 50 datagrams, each sent at least
         // 2 ms after the one before.
         let started = std::time::Instant::now();
         std::thread::sleep(Duration::from_millis(100));
-        let sender = std::thread::spawn(move || {
-            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-            let mut framer = Framer::new(Format::Seq64);
-            let mut dg = [0u8; 1000];
-            for _ in 0..50 {
-                framer.frame(&mut dg, 992, 0).unwrap();
-                tx.send_to(&dg, to).unwrap();
-                std::thread::sleep(Duration::from_millis(2));
-            }
+        let sender = link.send(|| {
+            std::thread::spawn(move || {
+                let tx = UdpSocket::bind("0.0.0.0:0").unwrap();
+                let mut framer = Framer::new(Format::Seq64);
+                let mut dg = [0u8; 1000];
+                for _ in 0..50 {
+                    framer.frame(&mut dg, 992, 0).unwrap();
+                    tx.send_to(&dg, to).unwrap();
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            })
         });
         let r = consume_until_accounted(engine, 50, Duration::from_secs(60));
         let wall = started.elapsed().as_secs_f64() - 0.1;

@@ -7,33 +7,39 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use fsdr_net_io::netns::TestLink;
 use fsdr_net_io::send::{SenderConfig, StreamSender};
-use fsdr_net_io::{Backend, Engine, EngineConfig, Format, Overload};
+use fsdr_net_io::{Backend, Engine, Format, Overload};
 
 #[test]
 fn stop_returns_while_a_sender_that_never_pauses_goes_on() {
     for &backend in Backend::ALL {
-        let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
-        cfg.backend = backend;
+        let Some(link) = TestLink::for_backend(backend) else {
+            continue;
+        };
+        let mut cfg = link.config();
         cfg.format = Format::Seq64;
         cfg.overload = Overload::Discard;
         cfg.slots = 256;
         cfg.latency_budget = None;
-        let mut engine = match Engine::start(cfg) {
+        let mut engine = match link.receive(|| Engine::start(cfg)) {
             Ok(e) => e,
             Err(e) => panic!("{backend}: {e}"),
         };
         let stop = Arc::new(AtomicBool::new(false));
         // Two senders of small datagrams (with GSO): more than one receive thread takes.
-        let senders: Vec<_> = (0..2)
-            .map(|_| {
-                StreamSender::new(SenderConfig::new(engine.local_addr()), Format::Seq64)
-                    .datagram_size(64)
-                    .duration(Duration::from_secs(60))
-                    .stop_flag(stop.clone())
-                    .spawn()
-            })
-            .collect();
+        let to = engine.local_addr();
+        let senders: Vec<_> = link.send(|| {
+            (0..2)
+                .map(|_| {
+                    StreamSender::new(SenderConfig::new(to), Format::Seq64)
+                        .datagram_size(64)
+                        .duration(Duration::from_secs(60))
+                        .stop_flag(stop.clone())
+                        .spawn()
+                })
+                .collect()
+        });
         std::thread::sleep(Duration::from_millis(300));
         engine.stop();
         let still_sending = senders.iter().all(|s| !s.is_finished());

@@ -9,7 +9,11 @@ use anyhow::{Context, Result, bail};
 /// backend and inline (received on the consumer's thread), the in-place receiver alone (on
 /// its own thread, and inline), FutureSDR's own source, and the recvmmsg reference.
 pub fn receivers() -> Vec<String> {
-    let backends = fsdr_net_io::Backend::ALL;
+    // On loopback: the xdp backend needs a real link.
+    let backends: Vec<_> = fsdr_net_io::Backend::ALL
+        .iter()
+        .filter(|b| b.capabilities().loopback)
+        .collect();
     backends
         .iter()
         .map(|b| format!("flowgraph-{b}"))

@@ -207,6 +207,55 @@ pub struct EngineConfig {
     /// wake-up out of every hand-over; on a virtual machine it removed most of the latency
     /// tail. Default: none (the machine's idle policy).
     pub cpu_latency: Option<Duration>,
+    /// The `xdp` backend's interface, queue and modes ([`XdpConfig`]).
+    pub xdp: XdpConfig,
+}
+
+/// Where the `xdp` backend's XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpMode {
+    /// In the driver where it can, else in the generic path (the reason is logged).
+    #[default]
+    Auto,
+    /// In the driver: before the kernel makes a socket buffer (veth, ixgbe, i40e, ice, mlx5…).
+    Native,
+    /// In the kernel's generic path, on any interface, after the socket buffer is made.
+    Generic,
+}
+
+impl std::str::FromStr for XdpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(XdpMode::Auto),
+            "native" | "drv" => Ok(XdpMode::Native),
+            "generic" | "skb" => Ok(XdpMode::Generic),
+            _ => Err(format!("unknown XDP mode {s:?} (auto, native, generic)")),
+        }
+    }
+}
+
+/// The `xdp` backend's settings: which interface and queue, where the program runs, how the
+/// AF_XDP socket binds.
+///
+/// ```
+/// use fsdr_net_io::{Backend, EngineConfig, XdpMode};
+///
+/// let mut cfg = EngineConfig::new("10.0.0.2:49152".parse().unwrap());
+/// cfg.backend = Backend::Xdp;
+/// cfg.xdp.interface = Some("eth1".into());
+/// cfg.xdp.mode = XdpMode::Generic;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct XdpConfig {
+    /// The interface the stream arrives on (required by the `xdp` backend).
+    pub interface: Option<String>,
+    /// Its receive queue (the NIC's flow steering must put the stream there; 0 on veth).
+    pub queue: u32,
+    /// Where the program runs.
+    pub mode: XdpMode,
+    /// Copy or zero-copy bind.
+    pub bind: crate::sys::xsk::XskBind,
 }
 
 impl EngineConfig {
@@ -235,6 +284,7 @@ impl EngineConfig {
             deliver_context: false,
             clock: crate::seq::StreamClock::default(),
             cpu_latency: None,
+            xdp: XdpConfig::default(),
         }
     }
 

@@ -58,7 +58,9 @@ pub use crate::sys::ReuseportSpread;
 pub use backend::{Backend, Capabilities, UnknownBackend};
 pub(crate) use backend::{GRO_MAX_BYTES, GRO_MAX_SEGMENTS};
 pub(crate) use config::WakeSchedule;
-pub use config::{Coalesce, DEFAULT_SLOT_SIZE, EngineConfig, Overload, ThreadOptions};
+pub use config::{
+    Coalesce, DEFAULT_SLOT_SIZE, EngineConfig, Overload, ThreadOptions, XdpConfig, XdpMode,
+};
 pub(crate) use consumer::count_released;
 pub use datagram::Datagram;
 pub use meta::{Arrival, Clocks, DatagramMeta, StreamKey};
@@ -195,10 +197,10 @@ impl Engine {
     }
 
     fn launch(cfg: EngineConfig, inline: bool) -> Result<Engine, Error> {
-        cfg.validate()?;
         if inline {
             Inline::validate(&cfg)?;
         }
+        cfg.validate()?;
         let cpu_latency = crate::cpu_latency::request(cfg.cpu_latency)?;
         let imp = cfg.backend.imp();
         let opened = imp.open(&cfg)?;

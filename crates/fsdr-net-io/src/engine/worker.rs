@@ -70,6 +70,8 @@ pub(crate) struct Worker {
     /// The consumer's own thread receives ([`Engine::start_inline`](super::Engine::start_inline)):
     /// there is nobody to wake.
     inline: bool,
+    /// Drops counted outside the socket (an AF_XDP socket's), added to the socket's.
+    pub(crate) extra_drops: u32,
 }
 
 impl Worker {
@@ -117,6 +119,7 @@ impl Worker {
             counts: LocalCounts::default(),
             shut_down: false,
             inline: false,
+            extra_drops: 0,
         }
     }
 
@@ -407,7 +410,8 @@ impl Worker {
     /// The kernel's drop counter of this thread's socket (`SO_MEMINFO`, through the
     /// engine's second descriptor of it): the one way the engine reads it.
     fn read_kernel_drops(&self) -> Option<u32> {
-        sys::socket_drops(self.shared.probes.get(usize::from(self.index))?).ok()
+        let socket = sys::socket_drops(self.shared.probes.get(usize::from(self.index))?).ok()?;
+        Some(socket.wrapping_add(self.extra_drops))
     }
 
     /// Reads the drop counter into the counters and the latency budget's rate: once per

@@ -12,16 +12,20 @@
 //! | [`sched`] | affinity, SCHED_FIFO, timer slack |
 //! | [`bpf`] | the `SO_REUSEPORT` spreading program |
 //! | [`ifaddrs`] | interface addresses |
+//! | [`xsk`] | AF_XDP sockets: UMEM, fill and RX rings, bind, statistics |
+//! | [`ebpf`] | `bpf()`: the XSK map, the XDP program that steers one UDP destination, its link |
 //!
 //! Metadata of a received datagram travels in [`RecvMeta`].
 
 pub mod bpf;
 pub mod cmsg;
+pub mod ebpf;
 pub mod ifaddrs;
 pub mod recv;
 pub mod sched;
 pub mod send;
 pub mod sockaddr;
+pub mod xsk;
 
 use std::net::SocketAddr;
 

@@ -25,6 +25,9 @@ macro_rules! backend_list {
             Uring = "uring" => uring::Uring, feature "uring";
             /// io_uring multishot `recvmsg` with a provided-buffer ring made of the engine's slots.
             UringMultishot = "uring-multishot" => multishot::Multishot, feature "uring";
+            /// AF_XDP: an XDP program steers the stream's UDP destination on one interface
+            /// queue to a user-space ring (copy or zero-copy), the rest goes on to the kernel.
+            Xdp = "xdp" => xdp::Xdp;
         }
     };
 }

@@ -13,6 +13,7 @@ mod recvmmsg;
 mod reuseport;
 #[cfg(feature = "uring")]
 mod uring;
+mod xdp;
 
 use std::fmt;
 use std::str::FromStr;
@@ -43,6 +44,9 @@ pub struct Capabilities {
     pub io_uring: bool,
     /// May run more than one receive thread.
     pub multi_thread: bool,
+    /// Receives on loopback; false: needs a real interface with XDP (`xdp`, which tests run
+    /// over a veth pair between two namespaces, `netns::TestLink`).
+    pub loopback: bool,
 }
 
 impl Capabilities {
@@ -53,6 +57,7 @@ impl Capabilities {
         gro: false,
         io_uring: false,
         multi_thread: false,
+        loopback: true,
     };
 }
 
@@ -185,6 +190,7 @@ impl ReceiveBackend for Unavailable {
             gro: false,
             io_uring: true,
             multi_thread: false,
+            loopback: true,
         }
     }
     fn validate(&self, cfg: &EngineConfig) -> Result<(), Error> {

@@ -144,6 +144,7 @@ impl ReceiveBackend for Uring {
             gro: false,
             io_uring: true,
             multi_thread: false,
+            loopback: true,
         }
     }
     fn slot_overhead(&self) -> usize {
