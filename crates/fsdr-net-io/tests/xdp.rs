@@ -241,3 +241,155 @@ fn a_panic_leaves_no_program_attached() {
         "the link went with the unwinding engine"
     );
 }
+
+/// A consumer that stops taking: the receive thread pauses (the default policy), the RX ring
+/// fills and the kernel drops at the ring — counted in `kernel_drops` (and its own field), and
+/// the sequence numbers count the same datagrams missed: every datagram sent is delivered or
+/// counted once.
+#[test]
+fn a_full_rx_ring_is_counted_as_kernel_drops_and_missed() {
+    use fsdr_net_io::send::{SenderConfig, StreamSender};
+    let Some(pair) = pair("xf", 9000) else {
+        return;
+    };
+    let mut cfg = config(&pair.b, XdpMode::Native, Format::Seq64);
+    cfg.slots = 256;
+    cfg.latency_budget = None;
+    let engine = pair.b.run(|| Engine::start(cfg)).unwrap();
+    let to = engine.local_addr();
+    // Far more than the 256 slots and the 4096-entry RX ring hold, while nobody takes.
+    let sent = pair.a.run(|| {
+        StreamSender::new(SenderConfig::new(to), Format::Seq64)
+            .datagram_size(1000)
+            .count(20_000)
+            .run()
+            .unwrap()
+            .datagrams
+    });
+    let mut engine = engine;
+    let mut delivered = 0u64;
+    while engine.recv_timeout(Duration::from_millis(300)).is_some() {
+        delivered += 1;
+    }
+    let s = engine.shutdown();
+    assert_eq!(delivered, s.delivered, "{s}");
+    assert!(s.kernel_drops > 0, "the ring overflowed: {s}");
+    assert_eq!(
+        s.kernel_drops,
+        s.xdp_rx_ring_full + s.xdp_rx_dropped,
+        "every drop was the AF_XDP socket's: {s}"
+    );
+    // The last datagrams may be among the dropped: no successor tells the tracker.
+    assert_eq!(s.delivered + s.kernel_drops, sent, "{s}");
+    assert!(s.missed <= s.kernel_drops, "{s}");
+    assert!(s.paused > 0, "{s}");
+}
+
+/// The program the backend would load for IPv6 and dual-stack destinations, with and without
+/// multi-buffer, passes the kernel's verifier (the veth tests run the IPv4 one).
+#[test]
+fn every_variant_of_the_program_passes_the_verifier() {
+    use fsdr_net_io::sys::ebpf::{UdpMatch, XdpProgram, XskMap};
+    if !fsdr_net_io::netns::is_root() {
+        return unavailable("netns", "loading BPF programs needs CAP_BPF");
+    }
+    let map = XskMap::create(4).expect("an XSK map");
+    let v6 = "fd00::2".parse().unwrap();
+    let v4 = "10.1.2.3".parse().unwrap();
+    for m in [
+        UdpMatch {
+            port: 49152,
+            v6: true,
+            v6_addr: Some(v6),
+            ..UdpMatch::default()
+        },
+        UdpMatch {
+            port: 1,
+            v4: true,
+            v6: true,
+            ..UdpMatch::default()
+        },
+        UdpMatch {
+            port: 65535,
+            v4: true,
+            v4_addr: Some(v4),
+            v6: true,
+            v6_addr: Some(v6),
+        },
+    ] {
+        for frags in [false, true] {
+            XdpProgram::load(&m, &map, frags).unwrap_or_else(|e| panic!("{m:?}: {e}"));
+        }
+    }
+}
+
+/// Busy polling on the AF_XDP socket: set where the kernel has it, and the stream still
+/// arrives whole.
+#[test]
+fn busy_polling_is_set_or_refused_clearly() {
+    let Some(pair) = pair("xb", 1500) else {
+        return;
+    };
+    let mut cfg = config(&pair.b, XdpMode::Native, Format::Seq64);
+    cfg.xdp.busy_poll_us = Some(50);
+    let mut engine = match pair.b.run(|| Engine::start(cfg)) {
+        Ok(e) => e,
+        Err(e) => {
+            // A kernel without SO_PREFER_BUSY_POLL says so; nothing is left attached.
+            assert!(e.to_string().contains("AF_XDP socket"), "{e}");
+            assert!(!attached(&pair.b));
+            return;
+        }
+    };
+    let to = engine.local_addr();
+    pair.a.run(|| {
+        let s = UdpSocket::bind((pair.a.addr, 0)).unwrap();
+        for seq in 0..100u64 {
+            let mut dg = [0u8; 200];
+            dg[..8].copy_from_slice(&seq.to_le_bytes());
+            s.send_to(&dg, to).unwrap();
+        }
+    });
+    let mut n = 0;
+    while engine.recv_timeout(Duration::from_millis(500)).is_some() {
+        n += 1;
+    }
+    let s = engine.shutdown();
+    assert_eq!(n, 100, "{s}");
+}
+
+/// A multicast stream: the program steers the group's datagrams (the socket joined the group
+/// on the veth, so the NIC would pass them up), unicast to another port stays with the kernel.
+#[test]
+fn a_multicast_group_is_steered_to_the_ring() {
+    use fsdr_net_io::socket::{Multicast, MulticastInterface};
+    let Some(pair) = pair("xm", 1500) else {
+        return;
+    };
+    let group: std::net::Ipv4Addr = "239.255.78.1".parse().unwrap();
+    let mut cfg = config(&pair.b, XdpMode::Native, Format::Seq64);
+    cfg.socket.bind = SocketAddr::from((group, 0));
+    cfg.socket.multicast = Some(Multicast {
+        group: group.into(),
+        interface: MulticastInterface::V4(pair.b.addr),
+    });
+    let mut engine = pair.b.run(|| Engine::start(cfg)).unwrap();
+    let port = engine.local_addr().port();
+    let a = pair.a.clone();
+    pair.a.run(move || {
+        let mut scfg = fsdr_net_io::send::SenderConfig::new(SocketAddr::from((group, port)));
+        scfg.multicast_if = Some(a.addr.into());
+        let mut sender = fsdr_net_io::send::Sender::new(&scfg).unwrap();
+        for seq in 1..=200u64 {
+            let mut dg = [0u8; 100];
+            dg[..8].copy_from_slice(&seq.to_le_bytes());
+            sender.send_datagrams(&[&dg]).unwrap();
+        }
+    });
+    let mut n = 0;
+    while engine.recv_timeout(Duration::from_millis(500)).is_some() {
+        n += 1;
+    }
+    let s = engine.shutdown();
+    assert_eq!((n, s.missed, s.xdp_via_kernel), (200, 0, 0), "{s}");
+}

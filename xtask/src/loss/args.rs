@@ -7,12 +7,12 @@ use anyhow::{Context, Result, bail};
 /// The receivers of the default matrix, in table order: fsdr-net's flowgraph for every
 /// backend of `Backend::ALL` and with the zero-copy in-place source, the engine for every
 /// backend and inline (received on the consumer's thread), the in-place receiver alone (on
-/// its own thread, and inline), FutureSDR's own source, and the recvmmsg reference.
-pub fn receivers() -> Vec<String> {
-    // On loopback: the xdp backend needs a real link.
+/// its own thread, and inline), FutureSDR's own source, and the recvmmsg reference. Backends
+/// that need a real link (xdp) only with `netns` (the sweep over a veth pair).
+pub fn receivers(netns: bool) -> Vec<String> {
     let backends: Vec<_> = fsdr_net_io::Backend::ALL
         .iter()
-        .filter(|b| b.capabilities().loopback)
+        .filter(|b| netns || b.capabilities().loopback)
         .collect();
     backends
         .iter()
@@ -119,6 +119,13 @@ pub struct LossArgs {
     /// (percent; default: keep every round). The tables say how many rounds were kept.
     #[arg(long, value_parser = parse_percent)]
     pub max_steal: Option<f64>,
+    /// Run over a veth pair between two network namespaces made for the sweep (MTU 9000;
+    /// nothing leaves on a real interface): every receiver in one, the sender in the other,
+    /// whose end segments in software, so that each datagram is one frame as from a radio.
+    /// The receivers of backends that need a real link (`engine-xdp`, `flowgraph-xdp`) run
+    /// only so, and join the default list then. Needs root.
+    #[arg(long)]
+    pub netns: bool,
     /// Print JSON instead of the tables.
     #[arg(long)]
     pub json: bool,

@@ -30,6 +30,8 @@ pub(crate) struct Harness {
     pub(crate) datagram: usize,
     /// Smol workers of flowgraph receivers (`None`: FutureSDR's default runtime).
     pub(crate) workers: Option<usize>,
+    /// `--netns`: the receiver in `b`, the sender in `a`.
+    pub(crate) pair: Option<fsdr_net_io::netns::VethPair>,
 }
 
 pub(crate) fn read_json_line(child: &mut Child) -> Result<Value> {
@@ -59,21 +61,52 @@ impl Harness {
         let spp = cfg.samples_per_packet();
         let datagram = header + 4 * spp;
         let workers = args.workers.filter(|&w| w > 0);
+        let pair = if args.netns {
+            let pair = fsdr_net_io::netns::VethPair::create("loss", 9000)
+                .map_err(|e| anyhow::anyhow!("--netns: {e}"))?;
+            // One frame per datagram, as from a radio: no UDP GSO batch crosses the veth
+            // whole (generic XDP and the socket path would see super-packets a NIC never
+            // delivers).
+            pair.a
+                .ip(&["link", "set", "dev", &pair.a.ifname, "gso_max_segs", "1"])
+                .map_err(|e| anyhow::anyhow!("--netns: {e}"))?;
+            Some(pair)
+        } else {
+            None
+        };
         Ok(Harness {
             args,
             format,
             spp,
             datagram,
             workers,
+            pair,
+        })
+    }
+
+    /// The release build of `example`, on the receiving (`rx`) or the sending side: in its
+    /// namespace with `--netns`.
+    fn command(&self, rx: bool, example: &str) -> Result<Command> {
+        let path = std::env::current_dir()?.join(format!("target/release/examples/{example}"));
+        Ok(match &self.pair {
+            None => Command::new(path),
+            Some(p) if rx => p.b.command(path),
+            Some(p) => p.a.command(path),
         })
     }
 
     /// Runs one receiver at one rate for `seconds`.
     pub(crate) fn cell(&self, receiver: &str, rate: Rate, seconds: f64) -> Result<Cell> {
-        let mut rx = Command::new("target/release/examples/loss_rx");
         let spec = ReceiverSpec::parse(receiver)?;
+        let mut rx = self.command(true, "loss_rx")?;
         rx.args(["--receiver", &spec.name, "--format", self.format.name()])
             .args(&spec.args);
+        if let Some(p) = &self.pair {
+            rx.args(["--bind", &format!("{}:0", p.b.addr)]);
+            if spec.name.ends_with("-xdp") {
+                rx.args(["--interface", &p.b.ifname]);
+            }
+        }
         if let Some(w) = self.workers {
             rx.args(["--workers", &w.to_string()]);
         }
@@ -100,7 +133,7 @@ impl Harness {
             bail!("{receiver}: expected `listening on ADDR`, got {first:?}");
         };
         let datagram = self.datagram as f64;
-        let mut tx = Command::new("target/release/examples/usrp_sim");
+        let mut tx = self.command(false, "usrp_sim")?;
         tx.args(["--dest", addr, "--format", self.format.name()])
             .args(["--spp", &self.spp.to_string()])
             .args(["--burst-us", &self.args.burst_us.to_string()])

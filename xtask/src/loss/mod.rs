@@ -30,7 +30,7 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
         bail!("--rates is empty");
     }
     let receivers: Vec<String> = if args.receivers.is_empty() {
-        receivers()
+        receivers(args.netns)
     } else {
         args.receivers.clone()
     };

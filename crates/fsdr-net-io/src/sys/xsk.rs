@@ -42,6 +42,8 @@ const XDP_USE_SG: u16 = 1 << 4;
 const XDP_RING_NEED_WAKEUP: u32 = 1;
 /// A descriptor's `options`: more of this packet follows in the next descriptor.
 pub const XDP_PKT_CONTD: u32 = 1;
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
 
 /// One RX descriptor: where in the UMEM a frame (or a fragment of one) is, and how long.
 #[repr(C)]
@@ -140,6 +142,11 @@ pub struct XskOptions {
     /// Multi-buffer (`XDP_USE_SG`): frames larger than one UMEM frame arrive as several
     /// descriptors.
     pub multi_buffer: bool,
+    /// Busy polling: `SO_PREFER_BUSY_POLL` with `SO_BUSY_POLL` of this many microseconds and
+    /// `SO_BUSY_POLL_BUDGET` of `ring_size / 8` packets (the driver's interrupts stay off while
+    /// the thread polls; needs the interface's `napi_defer_hard_irqs` and
+    /// `gro_flush_timeout` set to help).
+    pub busy_poll_us: Option<u32>,
 }
 
 impl Default for XskOptions {
@@ -152,6 +159,7 @@ impl Default for XskOptions {
             ring_size: 4096,
             bind: XskBind::Auto,
             multi_buffer: true,
+            busy_poll_us: None,
         }
     }
 }
@@ -406,6 +414,26 @@ impl XskSocket {
                 std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
             )
         })?;
+        if let Some(us) = opts.busy_poll_us {
+            let budget = (opts.ring_size / 8).max(1) as libc::c_int;
+            for (name, v) in [
+                (SO_PREFER_BUSY_POLL, 1),
+                (libc::SO_BUSY_POLL, us as libc::c_int),
+                (SO_BUSY_POLL_BUDGET, budget),
+            ] {
+                // SAFETY: an int option of the size passed.
+                // Checked by: `busy_polling_is_set_or_refused_clearly` (ASan).
+                check(unsafe {
+                    libc::setsockopt(
+                        raw,
+                        libc::SOL_SOCKET,
+                        name,
+                        (&v as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                })?;
+            }
+        }
         let mut options = 0u32;
         let zero_copy = getsockopt(raw, XDP_OPTIONS, &mut options).is_ok()
             && options & XDP_OPTIONS_ZEROCOPY != 0;

@@ -206,6 +206,7 @@ impl Setup {
             bind: cfg.xdp.bind,
             // One 4 KiB frame holds a 1500-byte frame; jumbo frames need several.
             multi_buffer: mtu as usize + 14 > 4096,
+            busy_poll_us: cfg.xdp.busy_poll_us,
             ..XskOptions::default()
         };
         tracing::debug!(mtu, largest, "xdp set-up");
