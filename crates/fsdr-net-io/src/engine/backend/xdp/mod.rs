@@ -51,6 +51,8 @@ pub(crate) struct Xdp;
 
 /// Longest wait in one pass (then the statistics are read again).
 const IDLE_WAIT_MS: i32 = 100;
+/// Under load, the UDP socket and the AF_XDP statistics are read every this many passes.
+const SIDE_EVERY: u64 = 64;
 
 impl ReceiveBackend for Xdp {
     fn name(&self) -> &'static str {
@@ -105,6 +107,7 @@ impl ReceiveBackend for Xdp {
                 batch,
                 wake_by: None,
                 packet: Vec::with_capacity(4),
+                passes: 0,
                 setup,
             };
             side.setup.xsk.fill_all();
@@ -291,6 +294,8 @@ struct XdpSide {
     wake_by: Option<u64>,
     /// The descriptors of the packet being read (several with multi-buffer).
     packet: Vec<crate::sys::xsk::XdpDesc>,
+    /// Passes made.
+    passes: u64,
     setup: Setup,
 }
 
@@ -428,6 +433,11 @@ impl ReceiveSide for XdpSide {
     }
 
     fn pass(&mut self, stopping: bool) -> Pass {
+        self.passes = self.passes.wrapping_add(1);
+        // The socket and the statistics cost a system call each: read when the socket is
+        // readable or the engine stops, and every `SIDE_EVERY` passes under load.
+        let every = self.passes.is_multiple_of(SIDE_EVERY);
+        let mut socket_ready = stopping || every;
         if !stopping && self.setup.xsk.ready() == 0 {
             let now = sys::monotonic_ns();
             let wait = match self.wake_by {
@@ -450,6 +460,8 @@ impl ReceiveSide for XdpSide {
             // SAFETY: two valid pollfds.
             // Checked by: `xdp_books_are_exact_under_faults` (ASan).
             let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+            self.worker.counts.recv_calls += 1;
+            socket_ready = fds[1].revents != 0;
             if r <= 0 {
                 let now = sys::monotonic_ns();
                 if self.wake_by.is_some_and(|d| now >= d) {
@@ -460,15 +472,20 @@ impl ReceiveSide for XdpSide {
                 self.worker.refresh_kernel_drops();
                 return Pass::Idle;
             }
-        } else if self.setup.xsk.needs_wakeup() {
+        } else if self.setup.xsk.zero_copy() && self.setup.xsk.needs_wakeup() {
+            // Zero-copy drivers refill from the fill ring when woken; in copy mode the
+            // kernel fills the ring without it.
             let _ = self.setup.xsk.wait(0);
+            self.worker.counts.recv_calls += 1;
         }
         let from_ring = self.take_ring();
         if from_ring == 0 && self.worker.pauses() && self.setup.xsk.ready() > 0 {
             return Pass::NoRoom;
         }
-        let from_socket = self.take_socket();
-        self.statistics();
+        let from_socket = if socket_ready { self.take_socket() } else { 0 };
+        if every || stopping {
+            self.statistics();
+        }
         self.wake_by = self.worker.publish(sys::monotonic_ns());
         let took = from_ring + from_socket;
         if stopping && took == 0 {
