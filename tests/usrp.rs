@@ -276,6 +276,62 @@ fn usrp_rx_receives_through_af_xdp_on_a_veth_pair() {
     );
 }
 
+/// A receiver killed outright (SIGKILL: no drop, no unwinding) leaves no XDP program on the
+/// interface: the kernel closes its BPF link with the process.
+#[test]
+fn a_killed_xdp_receiver_leaves_no_program_attached() {
+    let pair = match fsdr_net::io::netns::VethPair::create("ukill", 1500) {
+        Ok(p) => p,
+        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+    };
+    let listen = format!("{}:{}", pair.b.addr, free_port());
+    let attached = || {
+        let out = Command::new("ip")
+            .args([
+                "-n",
+                &pair.b.netns,
+                "-d",
+                "link",
+                "show",
+                "dev",
+                &pair.b.ifname,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+    };
+    let mut rx = pair
+        .b
+        .command(example("usrp_rx"))
+        .args([
+            "--listen",
+            &listen,
+            "--backend",
+            "xdp",
+            "--interface",
+            &pair.b.ifname,
+        ])
+        .args(["--idle-timeout", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("usrp_rx starts");
+    wait_until_listening(&mut rx);
+    assert!(attached(), "the program is attached while it runs");
+    rx.kill().unwrap();
+    rx.wait().unwrap();
+    // The link is released when the last reference to it (the dead process's) goes.
+    let mut gone = false;
+    for _ in 0..100 {
+        if !attached() {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(gone, "a program was left on the interface");
+}
+
 /// Issue #32, item 3: one multicast convention in the examples. The emulator in one network
 /// namespace sends to a group on its veth (`--dest 239.…`, `--interface`); in the other, two
 /// `usrp_rx --listen 239.… --interface IFACE` get every datagram with exact books under drops,
