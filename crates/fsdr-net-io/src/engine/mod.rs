@@ -35,6 +35,7 @@
 
 mod backend;
 mod budget;
+pub(crate) mod classify;
 mod config;
 mod consumer;
 mod datagram;

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::budget::Budget;
+use super::classify;
 use super::config::{Coalesce, EngineConfig, Overload, WakeSchedule};
 use super::meta::{Arrival, Clocks, DatagramMeta};
 use super::slots::{ReceiverEnd, SlotPool};
@@ -280,14 +281,6 @@ impl Worker {
             return false;
         }
         self.note_kernel(meta);
-        if meta.truncated {
-            self.counts.truncated += 1;
-            return false;
-        }
-        if !self.filter.accepts(meta.source) {
-            self.counts.rejected += 1;
-            return false;
-        }
         if offset + meta.len > self.pool.slot_size() {
             // Cannot happen with a correct backend; never read past the slot.
             self.counts.truncated += 1;
@@ -298,13 +291,10 @@ impl Worker {
         // Checked by: `truncated_malformed_and_non_data_are_counted_not_delivered` and
         // `mio_accounts_for_every_datagram` under ASan.
         let bytes = unsafe { self.pool.bytes(slot, offset, meta.len) };
-        let info = match self.format.parse(bytes) {
+        let info = match classify::admit(meta, &self.filter, self.format, bytes) {
             Ok(info) => info,
-            Err(e) => {
-                if self.counts.malformed == 0 {
-                    tracing::debug!(thread = self.index, error = %e, "malformed datagram");
-                }
-                self.counts.malformed += 1;
+            Err(refused) => {
+                refused.count(&mut self.counts);
                 return false;
             }
         };

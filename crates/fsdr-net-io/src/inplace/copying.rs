@@ -5,6 +5,7 @@
 use super::ItemBuffer;
 use super::receiver::{Entry, Owned, Pattern, RELEARN, Receive};
 use crate::depacketizer::{DatagramIn, ItemTag};
+use crate::engine::classify;
 use crate::format::{PacketClass, PacketInfo};
 use crate::sample::Item;
 use crate::seq::{Gap, Released, SeqEvent, SeqPacket, Widened};
@@ -20,21 +21,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         arrival_ns: u64,
     ) {
         let meta = self.units[u].meta;
-        if meta.truncated {
-            self.counts.truncated += 1;
-            self.spare.push(bytes);
-            return;
-        }
-        if !self.filter.accepts(meta.source) {
-            self.counts.rejected += 1;
-            self.spare.push(bytes);
-            return;
-        }
-        let info = match self.format.parse(&bytes) {
+        let info = match classify::admit(&meta, &self.filter, self.format, &bytes) {
             Ok(info) => info,
-            Err(e) => {
-                tracing::trace!(error = %e, "malformed datagram");
-                self.counts.malformed += 1;
+            Err(refused) => {
+                refused.count(&mut self.counts);
                 self.spare.push(bytes);
                 return;
             }
