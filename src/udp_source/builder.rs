@@ -373,13 +373,14 @@ impl<T: Item> UdpSourceBuilder<T> {
 
     /// Builds the zero-copy [`InPlaceUdpSource`]: its output is FutureSDR's circuit
     /// (in-place) buffer, and the receive thread puts payloads straight into it. Every other
-    /// setting means what it means for [`build`](Self::build). It receives with its own
-    /// `recvmmsg` loop: a backend other than [`Backend::Recvmmsg`] set on this builder is an
-    /// error.
+    /// setting means what it means for [`build`](Self::build). It receives with `recvmmsg`
+    /// (the default), or with AF_XDP ([`Backend::Xdp`], one copy from the UMEM into the
+    /// output buffer); another backend set on this builder is an error.
     pub fn build_in_place(self) -> Result<InPlaceUdpSource<T>, Error> {
-        if self.backend_set && self.cfg.backend != Backend::Recvmmsg {
+        let xdp = self.backend_set && self.cfg.backend == Backend::Xdp;
+        if self.backend_set && !xdp && self.cfg.backend != Backend::Recvmmsg {
             return Err(Error::config(format!(
-                "the in-place source receives with its own recvmmsg loop; backend {} cannot be used",
+                "the in-place source receives with recvmmsg or AF_XDP; backend {} cannot be used",
                 self.cfg.backend
             )));
         }
@@ -392,7 +393,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             dp_cfg,
             block: _,
         } = self.parts()?;
-        cfg.backend = Backend::Recvmmsg;
+        cfg.backend = if xdp { Backend::Xdp } else { Backend::Recvmmsg };
         let items = self.buffer_datagrams.unwrap_or(64)
             * (decoder.items_in(cfg.slot_size) + decoder.items_per_unit());
         let marks = dp_cfg.marks.as_ref().map(|m| ProbeSpec {

@@ -205,8 +205,8 @@ fn xdp_refuses_clearly_before_attaching_anything() {
     let e = refused(pair.b.run(|| Engine::start(cfg)));
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
     assert!(e.to_string().contains("nosuch0"), "{e}");
-    // The interface taken by another engine's program: the second says so, the first keeps
-    // its program.
+    // The queue taken by another engine's socket: the second says so, the first keeps its
+    // program.
     let first = pair
         .b
         .run(|| Engine::start(config(&pair.b, XdpMode::Native, Format::Raw)))
@@ -215,10 +215,31 @@ fn xdp_refuses_clearly_before_attaching_anything() {
         pair.b
             .run(|| Engine::start(config(&pair.b, XdpMode::Native, Format::Raw))),
     );
-    assert!(e.to_string().contains("another XDP program"), "{e}");
+    assert!(e.to_string().contains("another AF_XDP socket"), "{e}");
     assert!(attached(&pair.b));
     drop(first);
     assert!(!attached(&pair.b), "nothing left attached");
+    // The interface taken by someone else's program: refused, and theirs stays.
+    use fsdr_net_io::sys::ebpf::{UdpMatch, XdpAttach, XdpLink, XdpProgram, XskMap};
+    let theirs = pair.b.run(|| {
+        let ifindex = nix::net::if_::if_nametoindex(pair.b.ifname.as_str()).unwrap();
+        let map = XskMap::create(1).unwrap();
+        let m = UdpMatch {
+            port: 9,
+            v4: true,
+            ..UdpMatch::default()
+        };
+        let prog = XdpProgram::load(&m, &map, false).unwrap();
+        XdpLink::attach(&prog, ifindex, XdpAttach::Native).unwrap()
+    });
+    let e = refused(
+        pair.b
+            .run(|| Engine::start(config(&pair.b, XdpMode::Native, Format::Raw))),
+    );
+    assert!(e.to_string().contains("another XDP program"), "{e}");
+    assert!(attached(&pair.b), "theirs is still there");
+    drop(theirs);
+    assert!(!attached(&pair.b));
 }
 
 /// A panic on the thread that owns the engine unwinds through its drop: the program goes.

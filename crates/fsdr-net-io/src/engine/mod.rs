@@ -57,7 +57,7 @@ use socket2::Socket;
 pub use crate::seq::Gap;
 pub use crate::sys::ReuseportSpread;
 pub use backend::{Backend, Capabilities, UnknownBackend};
-pub(crate) use backend::{GRO_MAX_BYTES, GRO_MAX_SEGMENTS};
+pub(crate) use backend::{GRO_MAX_BYTES, GRO_MAX_SEGMENTS, XdpRx};
 pub(crate) use config::WakeSchedule;
 pub use config::{
     Coalesce, DEFAULT_SLOT_SIZE, EngineConfig, Overload, ThreadOptions, XdpConfig, XdpMode,

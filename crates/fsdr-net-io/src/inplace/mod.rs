@@ -91,6 +91,7 @@ use crate::{Error, sys};
 mod copying;
 mod receiver;
 mod scatter;
+mod xdp;
 
 /// Memory a receive thread can write items into: an output buffer of the consumer.
 /// Implemented for `Vec<T>`; the FutureSDR block implements it for the circuit buffer.
@@ -260,10 +261,11 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             depacketizer,
             buffers,
         } = cfg;
-        if ecfg.backend != Backend::Recvmmsg {
+        if !matches!(ecfg.backend, Backend::Recvmmsg | Backend::Xdp) {
             return Err(Error::Unsupported {
                 backend: ecfg.backend,
-                reason: "in-place reception runs its own recvmmsg loop; choose Backend::Recvmmsg"
+                reason: "in-place reception scatters recvmmsg's datagrams (Backend::Recvmmsg) \
+                         or AF_XDP's (Backend::Xdp) into the output buffers; choose one of them"
                     .into(),
             });
         }
@@ -284,6 +286,12 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
         let socket = opened.socket;
         socket.set_nonblocking(false).map_err(sock_err)?;
         let stop_socket = socket.try_clone().map_err(sock_err)?;
+        // AF_XDP: attached here, on the caller's thread (in the interface's namespace), so
+        // that a failure is this call's error.
+        let xdp = match ecfg.backend {
+            Backend::Xdp => Some(crate::engine::XdpRx::open(&ecfg, &socket)?),
+            _ => None,
+        };
         let probe = socket.try_clone().map_err(sock_err)?;
         let engine = Arc::new(Shared {
             pools: Vec::new(),
@@ -301,7 +309,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
         });
         let (empty, empty_rx) = rtrb::RingBuffer::new(buffers);
         let (full_tx, full) = rtrb::RingBuffer::new(buffers);
-        let rx = receiver::Receive::new(
+        let mut rx = receiver::Receive::new(
             &ecfg,
             shared.clone(),
             socket,
@@ -310,6 +318,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             empty_rx,
             full_tx,
         );
+        rx.xdp = xdp;
         let runner = if inline {
             Runner::Inline {
                 rx: Box::new(rx),

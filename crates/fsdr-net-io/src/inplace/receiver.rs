@@ -73,6 +73,8 @@ pub(super) struct Current<B> {
 pub(super) struct Receive<T, B> {
     pub(super) shared: Arc<InShared>,
     pub(super) socket: Socket,
+    /// With `Backend::Xdp`: the AF_XDP receive the datagrams come from (`xdp.rs`).
+    pub(super) xdp: Option<crate::engine::XdpRx>,
     pub(super) format: Format,
     pub(super) filter: SourceFilter,
     pub(super) batch: usize,
@@ -156,6 +158,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         Self {
             shared,
             socket,
+            xdp: None,
             format: cfg.format,
             filter: cfg.socket.filter.clone(),
             batch: cfg.batch,
@@ -297,8 +300,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
         }
         self.hand_over();
+        let xdp = self.xdp_drops();
         if let Ok(d) = sys::socket_drops(&self.socket) {
-            self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d));
+            self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d) + xdp);
         }
         self.publish();
     }
@@ -440,7 +444,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         };
         let d = limit.map_or(d, |l| l.min(d));
         let now = sys::monotonic_ns();
-        if now < d && sys::readable_within(&self.socket, d - now) {
+        if now < d && self.readable_within(d - now) {
             return Ready::Now;
         }
         // A deadline passed with nothing to read.

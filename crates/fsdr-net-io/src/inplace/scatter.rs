@@ -112,7 +112,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             self.entry_parts.push(first..self.parts.len());
         }
         self.counts.recv_calls += 1;
-        let mut m = self.msgs.recv(&self.socket, n, wait)?;
+        let mut m = self.recv_entries(n, wait)?;
         let arrival_ns = sys::monotonic_ns();
         let mut shut_down = false;
         // Whether the stream comes coalesced: any coalesced receive says yes; calls that

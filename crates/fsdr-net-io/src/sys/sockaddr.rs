@@ -60,9 +60,41 @@ pub fn sockaddr_from_bytes(bytes: &[u8]) -> Option<SocketAddr> {
     }
 }
 
+/// Writes `addr` as the kernel would (`sockaddr_in` or `sockaddr_in6`) into `out`; returns
+/// its length. [`sockaddr_from_bytes`] reads it back.
+pub fn sockaddr_to_bytes(addr: SocketAddr, out: &mut NameBuf) -> usize {
+    out.0.fill(0);
+    match addr {
+        SocketAddr::V4(a) => {
+            out.0[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+            out.0[2..4].copy_from_slice(&a.port().to_be_bytes());
+            out.0[4..8].copy_from_slice(&a.ip().octets());
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            out.0[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+            out.0[2..4].copy_from_slice(&a.port().to_be_bytes());
+            out.0[4..8].copy_from_slice(&a.flowinfo().to_ne_bytes());
+            out.0[8..24].copy_from_slice(&a.ip().octets());
+            out.0[24..28].copy_from_slice(&a.scope_id().to_ne_bytes());
+            size_of::<libc::sockaddr_in6>()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_written_read_back() {
+        let mut name = NameBuf::default();
+        for a in ["10.1.2.3:4000", "[fd00::1]:49152"] {
+            let a: SocketAddr = a.parse().unwrap();
+            let n = sockaddr_to_bytes(a, &mut name);
+            assert_eq!(sockaddr_from_bytes(&name.0[..n]), Some(a));
+        }
+    }
 
     #[test]
     fn v6_and_short_and_unknown() {

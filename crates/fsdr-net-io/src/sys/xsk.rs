@@ -316,7 +316,24 @@ fn getsockopt<T>(fd: RawFd, name: libc::c_int, v: &mut T) -> io::Result<usize> {
 impl XskSocket {
     /// Opens, registers the UMEM, maps the rings and binds. With [`XskBind::Auto`] a refused
     /// zero-copy bind is retried in copy mode on a fresh socket (the reason is logged).
+    ///
+    /// A socket closed on the same queue a moment before is released by the kernel from a
+    /// work queue: until then a bind finds the queue busy (`EBUSY`), so that is retried for
+    /// up to a second (a receiver restarted at once).
     pub fn open(opts: &XskOptions) -> io::Result<XskSocket> {
+        let mut tries = 0;
+        loop {
+            match Self::open_once(opts) {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn open_once(opts: &XskOptions) -> io::Result<XskSocket> {
         match opts.bind {
             XskBind::Copy => Self::open_with(opts, XDP_COPY),
             XskBind::ZeroCopy => Self::open_with(opts, XDP_ZEROCOPY),

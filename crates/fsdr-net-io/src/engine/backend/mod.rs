@@ -31,6 +31,7 @@ use crate::socket::{OpenedSocket, open_socket};
 
 pub(crate) use epoll::Reader;
 pub(crate) use gro::{GRO_MAX_BYTES, MAX_SEGMENTS as GRO_MAX_SEGMENTS};
+pub(crate) use xdp::XdpRx;
 
 /// What a backend can deliver besides the datagrams themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,12 +5,12 @@ use std::net::{IpAddr, SocketAddr};
 
 /// Where a frame's UDP payload is, and who sent it.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Udp {
+pub(crate) struct Udp {
     /// Offset of the payload in the frame.
-    pub(super) offset: usize,
+    pub(crate) offset: usize,
     /// Payload bytes (from the UDP length).
-    pub(super) len: usize,
-    pub(super) source: SocketAddr,
+    pub(crate) len: usize,
+    pub(crate) source: SocketAddr,
 }
 
 /// Checks a frame's Ethernet (one VLAN tag at most), IPv4/IPv6 and UDP headers, as far as

@@ -24,14 +24,11 @@
 //! sender carries only the partial checksum that offload would complete; NICs check it in
 //! hardware). The IPv4 header checksum is.
 
-use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use socket2::Socket;
 
-use super::super::config::XdpMode;
 use super::super::meta::Clocks;
 use super::super::receive::{Pass, ReceiveSide, recv_batch, run_loop};
 use super::super::slots::ReceiverEnd;
@@ -39,18 +36,17 @@ use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Shared};
 use super::{Capabilities, ReceiveBackend, Started, single};
 use crate::Error;
-use crate::sys::ebpf::{UdpMatch, XdpAttach, XdpLink, XdpProgram, XskMap};
-use crate::sys::xsk::{XDP_PKT_CONTD, XskOptions, XskSocket};
 use crate::sys::{self, RecvBatch, RecvMeta, Wait};
 
 mod frame;
-use frame::parse_frame;
+mod rx;
+pub(crate) use rx::XdpRx;
 
 /// See the [module documentation](self).
 pub(crate) struct Xdp;
 
 /// Longest wait in one pass (then the statistics are read again).
-const IDLE_WAIT_MS: i32 = 100;
+const IDLE_WAIT_NS: u64 = 100_000_000;
 /// Under load, the UDP socket and the AF_XDP statistics are read every this many passes.
 const SIDE_EVERY: u64 = 64;
 
@@ -94,7 +90,7 @@ impl ReceiveBackend for Xdp {
         ends: Vec<ReceiverEnd>,
     ) -> Result<Started, Error> {
         let (socket, end) = single(sockets, ends);
-        let setup = Setup::new(cfg, &socket)?;
+        let rx = XdpRx::open(cfg, &socket)?;
         let stop_handle = socket.try_clone().map_err(Error::Spawn)?;
         let batch = cfg.batch;
         let worker_cfg = cfg.clone();
@@ -106,11 +102,9 @@ impl ReceiveBackend for Xdp {
                 socket,
                 batch,
                 wake_by: None,
-                packet: Vec::with_capacity(4),
                 passes: 0,
-                setup,
+                rx,
             };
-            side.setup.xsk.fill_all();
             run_loop(&mut side);
         })?;
         let mut started = Started::new();
@@ -122,169 +116,6 @@ impl ReceiveBackend for Xdp {
     }
 }
 
-/// What the thread owns: the socket, the map and program, the link (dropped with it).
-struct Setup {
-    // Drop order: the link (detaches the program) first.
-    _link: XdpLink,
-    _program: XdpProgram,
-    _map: XskMap,
-    xsk: XskSocket,
-}
-
-fn unsupported(cfg: &EngineConfig, reason: String) -> Error {
-    Error::Unsupported {
-        backend: cfg.backend,
-        reason,
-    }
-}
-
-/// Explains a failed `bpf()` or AF_XDP call.
-fn explain(what: &str, e: &io::Error) -> String {
-    let hint = match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => {
-            " (needs CAP_BPF and CAP_NET_ADMIN: run as root or grant them)"
-        }
-        Some(libc::EAFNOSUPPORT) => " (the kernel has no AF_XDP: CONFIG_XDP_SOCKETS)",
-        Some(libc::EBUSY) | Some(libc::EEXIST) => {
-            " (another XDP program is attached to the interface: `ip link show dev IFACE` \
-             shows it; detach it or use another interface)"
-        }
-        Some(libc::ERANGE) => {
-            " (the MTU is too large for native XDP without multi-buffer; use --xdp-mode generic \
-             or a smaller MTU)"
-        }
-        _ => "",
-    };
-    format!("{what}: {e}{hint}")
-}
-
-/// The interface's index and MTU, through an ioctl on `socket` (in the socket's namespace).
-fn interface(socket: &Socket, name: &str) -> io::Result<(u32, u32)> {
-    let cname = std::ffi::CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
-    // SAFETY: a NUL-terminated name; the call only reads it.
-    // Checked by: `xdp_refuses_clearly_before_attaching_anything`.
-    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-    if index == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: all-zero is a valid ifreq.
-    // Checked by: `xdp_refuses_clearly_before_attaching_anything`.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in req
-        .ifr_name
-        .iter_mut()
-        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
-    {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: SIOCGIFMTU reads the name and writes the MTU into `req`.
-    // Checked by: `xdp_refuses_clearly_before_attaching_anything`.
-    let r = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFMTU, &mut req) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
-    // Checked by: `xdp_refuses_clearly_before_attaching_anything`.
-    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
-    Ok((index, mtu.max(0) as u32))
-}
-
-impl Setup {
-    fn new(cfg: &EngineConfig, socket: &Socket) -> Result<Setup, Error> {
-        let name = cfg.xdp.interface.as_deref().unwrap_or_default();
-        let (ifindex, mtu) = interface(socket, name)
-            .map_err(|e| unsupported(cfg, explain(&format!("interface {name:?}"), &e)))?;
-        let local = socket
-            .local_addr()
-            .ok()
-            .and_then(|a| a.as_socket())
-            .unwrap_or(cfg.socket.bind);
-        // The largest datagram accepted whole must fit the link (its IP and UDP headers too).
-        let largest = cfg.slot_size.min(65_507);
-        if (mtu as usize) < 28 {
-            return Err(unsupported(cfg, format!("interface {name} has MTU {mtu}")));
-        }
-        let m = udp_match(cfg, local);
-        let opts = XskOptions {
-            ifindex,
-            queue: cfg.xdp.queue,
-            bind: cfg.xdp.bind,
-            // One 4 KiB frame holds a 1500-byte frame; jumbo frames need several.
-            multi_buffer: mtu as usize + 14 > 4096,
-            busy_poll_us: cfg.xdp.busy_poll_us,
-            ..XskOptions::default()
-        };
-        tracing::debug!(mtu, largest, "xdp set-up");
-        let xsk = XskSocket::open(&opts).map_err(|e| {
-            let what = if opts.multi_buffer {
-                format!(
-                    "AF_XDP socket on {name} queue {} with multi-buffer (MTU {mtu} needs frames \
-                     larger than a page: Linux >= 6.6 and a driver with XDP multi-buffer)",
-                    opts.queue
-                )
-            } else {
-                format!("AF_XDP socket on {name} queue {}", opts.queue)
-            };
-            unsupported(cfg, explain(&what, &e))
-        })?;
-        let map = XskMap::create(cfg.xdp.queue + 1)
-            .map_err(|e| unsupported(cfg, explain("creating the XSK map", &e)))?;
-        map.set(cfg.xdp.queue, xsk.as_fd())
-            .map_err(|e| unsupported(cfg, explain("adding the socket to the XSK map", &e)))?;
-        let program = XdpProgram::load(&m, &map, opts.multi_buffer)
-            .map_err(|e| unsupported(cfg, explain("loading the XDP program", &e)))?;
-        let attach = |mode| {
-            XdpLink::attach(&program, ifindex, mode)
-                .map_err(|e| unsupported(cfg, explain(&format!("attaching to {name}"), &e)))
-        };
-        let link = match cfg.xdp.mode {
-            XdpMode::Native => attach(XdpAttach::Native)?,
-            XdpMode::Generic => attach(XdpAttach::Generic)?,
-            XdpMode::Auto => attach(XdpAttach::Native).or_else(|e| {
-                tracing::info!(error = %e, "native XDP refused; generic mode");
-                attach(XdpAttach::Generic)
-            })?,
-        };
-        tracing::info!(
-            interface = name,
-            queue = cfg.xdp.queue,
-            zero_copy = xsk.zero_copy(),
-            multi_buffer = xsk.multi_buffer(),
-            "AF_XDP receive attached"
-        );
-        Ok(Setup {
-            _link: link,
-            _program: program,
-            _map: map,
-            xsk,
-        })
-    }
-}
-
-/// The destination the program steers: the socket's port; its address unless unspecified
-/// (a multicast socket: the group).
-fn udp_match(cfg: &EngineConfig, local: SocketAddr) -> UdpMatch {
-    let group = cfg.socket.multicast.as_ref().map(|m| m.group);
-    let ip = group.unwrap_or(local.ip());
-    let mut m = UdpMatch {
-        port: local.port(),
-        ..UdpMatch::default()
-    };
-    match ip {
-        IpAddr::V4(a) => {
-            m.v4 = true;
-            m.v4_addr = (!a.is_unspecified()).then_some(a);
-        }
-        IpAddr::V6(a) => {
-            m.v6 = true;
-            m.v6_addr = (!a.is_unspecified()).then_some(a);
-            m.v4 = a.is_unspecified() && !cfg.socket.v6_only;
-        }
-    }
-    m
-}
-
 /// The AF_XDP socket as a side of the engine's one receive loop.
 struct XdpSide {
     worker: Worker,
@@ -292,109 +123,71 @@ struct XdpSide {
     socket: Socket,
     batch: usize,
     wake_by: Option<u64>,
-    /// The descriptors of the packet being read (several with multi-buffer).
-    packet: Vec<crate::sys::xsk::XdpDesc>,
     /// Passes made.
     passes: u64,
-    setup: Setup,
+    rx: XdpRx,
+}
+
+/// Copies `frame`'s datagram into `slot` (or counts it); true when it went to the consumer.
+fn deliver(worker: &mut Worker, frame: &rx::Frame<'_>, slot: Option<u32>, at: Clocks) -> bool {
+    let Some(udp) = frame.udp() else {
+        // Steered here by the program, yet not a whole UDP datagram for us (a bad IPv4
+        // checksum, lengths that disagree): counted, never delivered.
+        worker.counts.received += 1;
+        worker.counts.malformed += 1;
+        return false;
+    };
+    let size = worker.pool().slot_size();
+    let meta = RecvMeta {
+        len: udp.len.min(size),
+        truncated: udp.len > size,
+        source: Some(udp.source),
+        ..RecvMeta::default()
+    };
+    let Some(slot) = slot else {
+        worker.overflowed(&meta);
+        return false;
+    };
+    if !meta.truncated {
+        // The payload, which may span the packet's descriptors, into the slot.
+        let dst = worker.pool().buf_ptr(slot);
+        let mut copied = 0;
+        let whole = frame.payload(&udp, |b| {
+            // SAFETY: this thread owns `slot` (from the stash); the payload handed out is
+            // `udp.len <= slot_size` bytes in all, and UMEM and slot never overlap.
+            // Checked by: `xdp_books_are_exact_under_faults` (ASan).
+            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst.add(copied), b.len()) };
+            copied += b.len();
+        });
+        if !whole {
+            worker.counts.received += 1;
+            worker.counts.malformed += 1;
+            return false;
+        }
+    }
+    worker.complete(slot, &meta, at)
 }
 
 impl XdpSide {
-    /// Copies packet `self.packet` into slot `slot` (or counts it); true when it went to the
-    /// consumer.
-    fn deliver(&mut self, slot: Option<u32>, at: Clocks) -> bool {
-        let xsk = &self.setup.xsk;
-        let total: usize = self.packet.iter().map(|d| d.len as usize).sum();
-        let head = self.packet.first().and_then(|d| xsk.bytes(d));
-        let Some(udp) = head.and_then(|h| parse_frame(h, total)) else {
-            // Steered here by the program, yet not a whole UDP datagram for us (a bad IPv4
-            // checksum, lengths that disagree): counted, never delivered.
-            self.worker.counts.received += 1;
-            self.worker.counts.malformed += 1;
-            return false;
-        };
-        let size = self.worker.pool().slot_size();
-        let meta = RecvMeta {
-            len: udp.len.min(size),
-            truncated: udp.len > size,
-            source: Some(udp.source),
-            ..RecvMeta::default()
-        };
-        let Some(slot) = slot else {
-            self.worker.overflowed(&meta);
-            return false;
-        };
-        if !meta.truncated {
-            // Copy the payload, which may span the packet's descriptors, into the slot.
-            let dst = self.worker.pool().buf_ptr(slot);
-            let (mut skip, mut copied) = (udp.offset, 0);
-            for d in &self.packet {
-                let Some(b) = xsk.bytes(d) else { break };
-                if skip >= b.len() {
-                    skip -= b.len();
-                    continue;
-                }
-                let n = (b.len() - skip).min(udp.len - copied);
-                // SAFETY: this thread owns `slot` (from the stash); `copied + n <= udp.len
-                // <= slot_size`, and UMEM and slot never overlap.
-                // Checked by: `xdp_books_are_exact_under_faults` (ASan).
-                unsafe { std::ptr::copy_nonoverlapping(b[skip..].as_ptr(), dst.add(copied), n) };
-                copied += n;
-                skip = 0;
-                if copied == udp.len {
-                    break;
-                }
-            }
-            if copied < udp.len {
-                self.worker.counts.received += 1;
-                self.worker.counts.malformed += 1;
-                return false;
-            }
-        }
-        self.worker.complete(slot, &meta, at)
-    }
-
-    /// Takes up to a batch of packets from the RX ring; returns how many.
+    /// Takes up to a batch of packets from the RX ring into free slots; returns how many.
     fn take_ring(&mut self) -> usize {
         let room = self.worker.fill_stash(self.batch);
         let pause = self.worker.pauses();
-        let ready = self.setup.xsk.ready();
         let at = Clocks::now();
-        let (mut k, mut taken) = (0u32, 0usize);
         let mut consumed = [0u64; 16];
-        while k < ready && taken < self.batch {
-            // A whole packet: its descriptors up to one without XDP_PKT_CONTD.
-            self.packet.clear();
-            let mut end = k;
-            loop {
-                if end >= ready {
-                    // The rest of the packet is not published yet.
-                    self.packet.clear();
-                    break;
-                }
-                let d = self.setup.xsk.desc(end);
-                end += 1;
-                self.packet.push(d);
-                if d.options & XDP_PKT_CONTD == 0 {
-                    break;
-                }
+        let mut taken = 0usize;
+        let worker = &mut self.worker;
+        self.rx.take(self.batch, |frame| {
+            if taken >= room && pause {
+                return false;
             }
-            if self.packet.is_empty() || (taken >= room && pause) {
-                break;
-            }
-            let slot = (taken < room).then(|| self.worker.stash[taken]);
-            if self.deliver(slot, at) && taken < room {
+            let slot = (taken < room).then(|| worker.stash[taken]);
+            if deliver(worker, &frame, slot, at) && taken < room {
                 consumed[taken / 64] |= 1 << (taken % 64);
             }
-            for i in 0..self.packet.len() {
-                let addr = self.packet[i].addr;
-                self.setup.xsk.recycle(addr);
-            }
-            k = end;
             taken += 1;
-        }
-        self.setup.xsk.release(k);
-        self.setup.xsk.fill_all();
+            true
+        });
         self.worker
             .retire_batch(taken.min(room), |i| consumed[i / 64] >> (i % 64) & 1 == 1);
         taken
@@ -402,7 +195,7 @@ impl XdpSide {
 
     /// Reads the socket's statistics into the counters (and kernel_drops).
     fn statistics(&mut self) {
-        if let Ok(s) = self.setup.xsk.stats() {
+        if let Some(s) = self.rx.stats() {
             let c = &mut self.worker.counts;
             c.xdp_rx_dropped = s.rx_dropped;
             c.xdp_rx_ring_full = s.rx_ring_full;
@@ -438,31 +231,17 @@ impl ReceiveSide for XdpSide {
         // readable or the engine stops, and every `SIDE_EVERY` passes under load.
         let every = self.passes.is_multiple_of(SIDE_EVERY);
         let mut socket_ready = stopping || every;
-        if !stopping && self.setup.xsk.ready() == 0 {
+        if !stopping && self.rx.ready() == 0 {
             let now = sys::monotonic_ns();
             let wait = match self.wake_by {
-                Some(d) if d <= now => 0,
-                Some(d) => ((d - now) / 1_000_000).clamp(1, IDLE_WAIT_MS as u64) as i32,
-                None => IDLE_WAIT_MS,
+                Some(d) => d.saturating_sub(now).min(IDLE_WAIT_NS),
+                None => IDLE_WAIT_NS,
             };
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.setup.xsk.as_fd().as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.socket.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // SAFETY: two valid pollfds.
-            // Checked by: `xdp_books_are_exact_under_faults` (ASan).
-            let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+            let polled = self.rx.poll(&self.socket, wait);
             self.worker.counts.recv_calls += 1;
-            socket_ready = fds[1].revents != 0;
-            if r <= 0 {
+            let (any, socket) = polled.unwrap_or((false, false));
+            socket_ready |= socket;
+            if !any {
                 let now = sys::monotonic_ns();
                 if self.wake_by.is_some_and(|d| now >= d) {
                     self.worker.wake(now);
@@ -472,14 +251,11 @@ impl ReceiveSide for XdpSide {
                 self.worker.refresh_kernel_drops();
                 return Pass::Idle;
             }
-        } else if self.setup.xsk.zero_copy() && self.setup.xsk.needs_wakeup() {
-            // Zero-copy drivers refill from the fill ring when woken; in copy mode the
-            // kernel fills the ring without it.
-            let _ = self.setup.xsk.wait(0);
+        } else if self.rx.wake_kernel() {
             self.worker.counts.recv_calls += 1;
         }
         let from_ring = self.take_ring();
-        if from_ring == 0 && self.worker.pauses() && self.setup.xsk.ready() > 0 {
+        if from_ring == 0 && self.worker.pauses() && self.rx.ready() > 0 {
             return Pass::NoRoom;
         }
         let from_socket = if socket_ready { self.take_socket() } else { 0 };

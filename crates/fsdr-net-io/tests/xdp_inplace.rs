@@ -1,0 +1,165 @@
+//! The in-place receiver over AF_XDP (`Backend::Xdp`) on a veth pair between two network
+//! namespaces: each frame's payload is copied once, from the UMEM to its sample position in
+//! the output buffer. The emulator's ramp in every format with sequence numbers, clean and
+//! with drops, reorders and duplicates, native and generic XDP with jumbo frames: every
+//! sample at its index, every count the emulator's, and a clean stream needs no other copy.
+//! Needs root (`FSDR_NET_REQUIRE_NETNS` makes a skip a failure).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use fsdr_net_io::depacketizer::{DepacketizerConfig, DepacketizerStats};
+use fsdr_net_io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Faults, Signal, ramp_index};
+use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
+use fsdr_net_io::netns::{VethPair, unavailable};
+use fsdr_net_io::sample::{Decoder, WireFormat};
+use fsdr_net_io::{Backend, EngineConfig, Format, Stats, XdpMode};
+use num_complex::Complex;
+
+const SPP: u64 = 1900;
+
+struct Run {
+    sent: EmulatorReport,
+    stats: Stats,
+    dp: DepacketizerStats,
+    items: Vec<Complex<i16>>,
+}
+
+fn stream(pair: &VethPair, mode: XdpMode, format: Format, packets: u64, faults: Faults) -> Run {
+    let mut engine = EngineConfig::new(SocketAddr::from((pair.b.addr, 0)));
+    engine.backend = Backend::Xdp;
+    engine.format = format;
+    engine.xdp.interface = Some(pair.b.ifname.clone());
+    engine.xdp.mode = mode;
+    engine.reorder_timeout = Duration::from_millis(100);
+    let cfg = InPlaceConfig {
+        engine,
+        decoder: Decoder::<Complex<i16>>::new(WireFormat::Sc16Chdr).unwrap(),
+        depacketizer: DepacketizerConfig {
+            zero_fill: true,
+            tick_rate: Some(20e6),
+            ticks_per_item: Some(1.0),
+            marks: None,
+        },
+        buffers: 8,
+    };
+    let mut rx = pair
+        .b
+        .run(|| InPlaceReceiver::<Complex<i16>, Vec<Complex<i16>>>::start(cfg))
+        .unwrap_or_else(|e| panic!("{mode:?} {format}: {e}"));
+    for _ in 0..8 {
+        rx.give(vec![Complex::default(); 65536]).unwrap();
+    }
+    let mut emu = EmulatorConfig::new(rx.local_addr(), format);
+    emu.rate = 20e6;
+    emu.tick_rate = 20e6;
+    emu.spp = Some(SPP as usize);
+    emu.samples = Some(packets * SPP);
+    emu.signal = Signal::Ramp;
+    emu.faults = faults;
+    emu.wire = WireFormat::Sc16Chdr;
+    let a = pair.a.clone();
+    let sender = std::thread::spawn(move || a.run(|| Emulator::new(emu).unwrap().run().unwrap()));
+    let mut items = Vec::new();
+    let mut quiet_since = None;
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{format}: the stream never ended: {}",
+            rx.stats()
+        );
+        rx.receive(Duration::from_millis(20));
+        let mut any = false;
+        while let Some(f) = rx.take() {
+            any = true;
+            items.extend_from_slice(&f.buffer[..f.items]);
+            rx.give(f.buffer).unwrap();
+        }
+        if sender.is_finished() && !any {
+            let since = *quiet_since.get_or_insert(Instant::now());
+            if since.elapsed() > Duration::from_millis(300) {
+                break;
+            }
+        } else {
+            quiet_since = None;
+        }
+    }
+    let sent = sender.join().unwrap();
+    let (stats, dp, rest) = rx.shutdown();
+    for f in rest {
+        items.extend_from_slice(&f.buffer[..f.items]);
+    }
+    Run {
+        sent,
+        stats,
+        dp,
+        items,
+    }
+}
+
+/// Every sample is zero (filled for a loss) or the ramp value of its index; returns the zeros.
+fn check_timeline(items: &[Complex<i16>], ctx: &str) -> u64 {
+    let mut zeros = 0;
+    for (k, s) in items.iter().enumerate() {
+        if *s == Complex::new(0, 0) && k != 0 {
+            zeros += 1;
+            continue;
+        }
+        assert_eq!(ramp_index(s.re, s.im) as usize, k, "sample {k}: {ctx}");
+    }
+    zeros
+}
+
+#[test]
+fn in_place_reception_over_xdp_is_exact_and_copies_once() {
+    for (i, mode) in [XdpMode::Native, XdpMode::Generic].into_iter().enumerate() {
+        let pair = match VethPair::create(&format!("xi{i}"), 9000) {
+            Ok(p) => p,
+            Err(e) => return unavailable("netns", &e),
+        };
+        if mode == XdpMode::Generic {
+            // Generic XDP runs before segmentation: one frame per datagram, as from a radio.
+            pair.a
+                .ip(&["link", "set", "dev", &pair.a.ifname, "gso_max_segs", "1"])
+                .unwrap();
+        }
+        for format in [Format::Seq64, Format::Chdr, Format::Vrt] {
+            let r = stream(&pair, mode, format, 400, Faults::default());
+            let ctx = format!(
+                "{mode:?} {format} clean: {}\n{:?}\n{:?}",
+                r.stats, r.dp, r.sent
+            );
+            assert_eq!(r.stats.delivered, r.sent.packets_sent, "{ctx}");
+            assert_eq!(r.items.len() as u64, r.sent.samples_sent, "{ctx}");
+            assert_eq!(check_timeline(&r.items, &ctx), 0, "{ctx}");
+            // Only the first datagram, which teaches the stream's layout, is copied again.
+            assert!(r.dp.copied_bytes <= 4 * SPP, "{ctx}");
+            assert_eq!(r.stats.kernel_drops + r.stats.malformed, 0, "{ctx}");
+
+            let faults = Faults {
+                drop_every: Some(17),
+                reorder_every: Some(23),
+                duplicate_every: Some(31),
+                ..Faults::default()
+            };
+            let r = stream(&pair, mode, format, 400, faults);
+            let ctx = format!(
+                "{mode:?} {format} faults: {}\n{:?}\n{:?}",
+                r.stats, r.dp, r.sent
+            );
+            assert_eq!(r.stats.kernel_drops + r.stats.malformed, 0, "{ctx}");
+            assert_eq!(r.stats.missed, r.sent.dropped, "{ctx}");
+            assert_eq!(r.stats.duplicates, r.sent.duplicated, "{ctx}");
+            assert_eq!(r.stats.reordered, r.sent.reordered, "{ctx}");
+            assert_eq!(r.stats.delivered, r.sent.packets_sent, "{ctx}");
+            let zeros = check_timeline(&r.items, &ctx);
+            assert_eq!(zeros, r.sent.dropped_samples, "{ctx}");
+            assert_eq!(
+                r.items.len() as u64,
+                r.sent.samples_sent + r.sent.dropped_samples,
+                "{ctx}"
+            );
+        }
+    }
+}
