@@ -296,6 +296,10 @@ pub struct XdpArgs {
     /// native or generic.
     #[arg(long, default_value = "auto")]
     pub xdp_mode: fsdr_net::io::XdpMode,
+    /// `--backend xdp`: busy-poll the AF_XDP socket this many microseconds per wait
+    /// (`SO_PREFER_BUSY_POLL`; trades a spinning core for fewer interrupts).
+    #[arg(long)]
+    pub xdp_busy_poll_us: Option<u32>,
 }
 
 impl XdpArgs {
@@ -303,5 +307,6 @@ impl XdpArgs {
     pub fn apply(&self, cfg: &mut fsdr_net::io::EngineConfig) {
         cfg.xdp.queue = self.queue;
         cfg.xdp.mode = self.xdp_mode;
+        cfg.xdp.busy_poll_us = self.xdp_busy_poll_us;
     }
 }

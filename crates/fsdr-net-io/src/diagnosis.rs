@@ -69,6 +69,18 @@ pub fn explain(s: &Stats, injected: u64, load: Option<&Load>) -> Vec<String> {
         }
         out.push(why + ".");
     }
+    if s.xdp_rx_ring_full + s.xdp_rx_dropped > 0 {
+        out.push(format!(
+            "Of the kernel's drops, {} were at the AF_XDP socket because its RX ring was full              (the receive thread fell behind) and {} for want of a free frame in its fill ring.",
+            s.xdp_rx_ring_full, s.xdp_rx_dropped
+        ));
+    }
+    if s.xdp_via_kernel > 0 {
+        out.push(format!(
+            "{} datagrams took the kernel's path instead of the AF_XDP ring (IP fragments of              datagrams larger than the link's MTU, IP options, or another receive queue: steer              the stream to the queue given with `ethtool -N`); they were received all the same.",
+            s.xdp_via_kernel
+        ));
+    }
     if s.overflow > 0 {
         out.push(format!(
             "{} datagrams were read and discarded because every slot was held (`Overload::Discard`): the flowgraph fell behind; cheaper blocks, more workers, or more `slots`.",
@@ -134,6 +146,23 @@ mod tests {
             other_processes: others,
             steal,
         }
+    }
+
+    #[test]
+    fn af_xdp_drops_and_the_kernel_path_are_named() {
+        let s = Stats {
+            kernel_drops: 5,
+            xdp_rx_ring_full: 4,
+            xdp_rx_dropped: 1,
+            xdp_via_kernel: 3,
+            ..Stats::default()
+        };
+        let text = explain(&s, 0, None).join(" ");
+        assert!(text.contains("4 were at the AF_XDP socket"), "{text}");
+        assert!(
+            text.contains("3 datagrams took the kernel's path"),
+            "{text}"
+        );
     }
 
     #[test]
