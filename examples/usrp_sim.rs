@@ -63,6 +63,11 @@ struct Args {
     /// Paced: microseconds of stream sent back to back per call (0: one packet per call).
     #[arg(long, default_value_t = 100.0)]
     burst_us: f64,
+    /// Channels, interleaved packet by packet on the one destination: channel c is VRT
+    /// stream ID c or CHDR destination endpoint c, each at --rate (`usrp_rx --channels N`
+    /// takes them apart).
+    #[arg(long, default_value_t = 1)]
+    channels: usize,
     /// Multicast: --dest 239.x.y.z:PORT sends to a group.
     #[command(flatten)]
     multicast: common::multicast::TxMulticastArgs,
@@ -87,6 +92,7 @@ fn main() -> Result<()> {
         cfg.wire = w;
     }
     cfg.unpaced = args.unpaced;
+    cfg.channels = args.channels.max(1);
     cfg.burst = Duration::from_secs_f64(args.burst_us.max(0.0) * 1e-6);
     (cfg.multicast_if, cfg.multicast_if_v6, cfg.multicast_ttl) =
         args.multicast.sending(args.dest)?;

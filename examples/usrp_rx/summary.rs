@@ -219,13 +219,22 @@ pub(super) fn channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorRe
                 "success_rate": received as f64 / expected.max(1) as f64,
                 "discontinuities": disc,
                 "ended_with_eob": s.stream.ended_with_end_of_burst(),
+                "overflow": s.overflow,
             })
         })
         .collect();
     let (received, expected, lost) = total;
     let e = &o.stats.engine;
     let missed: u64 = o.stats.streams.iter().map(|s| s.missed).sum();
-    let words = explain(e, emu.map_or(0, |r| r.dropped), o.load.as_ref());
+    let mut words = explain(e, emu.map_or(0, |r| r.dropped), o.load.as_ref());
+    for s in o.stats.streams.iter().filter(|s| s.overflow > 0) {
+        words.push(format!(
+            "{} datagrams of {} were dropped at the source and zero-filled because that \
+             output's reader fell behind while the others were served (its backlog was full): \
+             the blocks after it are too slow for this rate (more workers, cheaper blocks).",
+            s.overflow, s.selector
+        ));
+    }
     let stream_seconds = e.stream_seconds();
     if args.json {
         let json = serde_json::json!({
