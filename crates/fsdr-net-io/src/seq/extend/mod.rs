@@ -126,6 +126,20 @@ impl Timeline {
         }
     }
 
+    /// How far a timestamp's own rounding moves a position, in units: with a learnt ratio,
+    /// the units one tick spans (a sender's stamps are whole ticks, so two of them are apart
+    /// by up to a tick more or less than the packets' true distance); nothing with a
+    /// configured timebase, which states the ticks exactly.
+    fn quantum(&self) -> i128 {
+        match (self.fixed, self.learnt.get()) {
+            (None, Some(tpu)) => {
+                let (n, d) = (i128::from(tpu.num()), i128::from(tpu.den()));
+                (d + n - 1) / n
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether a position is pinned to the tick (so a gap can be sized from it).
     fn pinned(&self, pos: i128) -> bool {
         self.fixed.is_some() || 2.0 * self.error(pos) < self.least() as f64
@@ -264,7 +278,7 @@ impl SeqExtender {
         let start = p
             .ticks
             .and_then(|t| self.timeline.position(t))
-            .filter(|&s| 2 * self.timeline.tolerance(s) < nominal);
+            .filter(|&s| 2 * (self.timeline.tolerance(s) + self.timeline.quantum()) < nominal);
         let mut ambiguous = false;
         let offset = match (start, n.start) {
             (Some(s), Some(ns)) => match self.by_time(d, plain, s, ns, &n) {
@@ -321,7 +335,9 @@ impl SeqExtender {
     /// within the timeline's tolerance.
     fn by_time(&self, d: u64, plain: i64, s: i128, ns: i128, n: &Newest) -> Option<(i64, bool)> {
         let nominal = self.units(self.nominal).max(1);
-        let tol = self.timeline.tolerance(s);
+        // The ratio's uncertainty and the stamps' own rounding to whole ticks (which, when a
+        // tick spans several units, moves a packet's position by up to a tick's worth).
+        let tol = self.timeline.tolerance(s) + self.timeline.quantum();
         let end = ns + n.units;
         let period = self.period as i128;
         if s >= end - tol {
