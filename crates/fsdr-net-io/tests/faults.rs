@@ -216,3 +216,55 @@ fn coalesced_gro_receives_count_every_fault_exactly_in_every_format() {
         assert_eq!(samples, sent.samples_sent, "{ctx}");
     }
 }
+
+/// Ticks coarser than a sample, the rate learnt from the stream (CHDR at 491.52 Msps stamped
+/// by a 200 MHz clock, 0.41 ticks a sample, each stamp rounded to a whole tick): no packet is
+/// taken for a restart, and every gap is exactly its missed packets' bytes (sized from the
+/// packets, not from two rounded stamps).
+#[test]
+fn ticks_coarser_than_a_sample_keep_the_books_and_the_gaps_exact() {
+    let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.format = Format::Chdr;
+    cfg.reorder_timeout = Duration::from_millis(100);
+    let mut engine = Engine::start(cfg).unwrap();
+    let mut emu = EmulatorConfig::new(engine.local_addr(), Format::Chdr);
+    emu.rate = 491.52e6;
+    emu.tick_rate = 200e6;
+    emu.unpaced = true;
+    emu.spp = Some(1996);
+    emu.samples = Some(3000 * 1996);
+    emu.signal = Signal::Ramp;
+    emu.faults = Faults {
+        drop_every: Some(97),
+        ..Faults::default()
+    };
+    let sender = std::thread::spawn(move || Emulator::new(emu).unwrap().run().unwrap());
+    let (mut idle, mut gaps, mut wrong) = (0, 0u64, Vec::new());
+    while idle < 3 {
+        match engine.recv_timeout(Duration::from_millis(100)) {
+            Some(d) => {
+                let g = d.gap();
+                if g.frames > 0 {
+                    gaps += g.frames;
+                    if g.bytes != Some(g.frames * 1996 * 4) {
+                        wrong.push(g);
+                    }
+                }
+                idle = 0;
+            }
+            None if sender.is_finished() => idle += 1,
+            None => {}
+        }
+    }
+    let sent = sender.join().unwrap();
+    let s = engine.shutdown();
+    let ctx = format!("{s}\n{sent:?}");
+    assert_eq!(s.kernel_drops + s.overflow, 0, "{ctx}");
+    assert_eq!((s.resyncs, s.ambiguous), (0, 0), "{ctx}");
+    assert_eq!(s.missed, sent.dropped, "{ctx}");
+    assert_eq!(gaps, sent.dropped, "{ctx}");
+    assert!(
+        wrong.is_empty(),
+        "gaps not of whole packets: {wrong:?}\n{ctx}"
+    );
+}

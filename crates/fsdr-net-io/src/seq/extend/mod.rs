@@ -140,9 +140,17 @@ impl Timeline {
         }
     }
 
-    /// Whether a position is pinned to the tick (so a gap can be sized from it).
-    fn pinned(&self, pos: i128) -> bool {
-        self.fixed.is_some() || 2.0 * self.error(pos) < self.least() as f64
+    /// Whether a position is pinned to the tick (so a gap can be sized from it): with a
+    /// learnt ratio, once it is tight enough, and only where a packet of `nominal` units
+    /// spans a whole number of ticks — otherwise every stamp is rounded to a tick and a gap
+    /// sized from two of them could be off by that much (it is sized from the packets
+    /// missed instead).
+    fn pinned(&self, pos: i128, nominal: i128) -> bool {
+        let whole_ticks = self
+            .learnt
+            .get()
+            .is_some_and(|r| (i128::from(r.num()) * nominal) % i128::from(r.den()) == 0);
+        self.fixed.is_some() || (2.0 * self.error(pos) < self.least() as f64 && whole_ticks)
     }
 
     /// The least a packet can hold, in units: one unit (a sample) with a timebase; with a
@@ -324,7 +332,7 @@ impl SeqExtender {
         Widened {
             ext,
             // Where it starts, for sizing a gap before it: only where the timeline pins it.
-            start: start.filter(|&s| self.timeline.pinned(s)),
+            start: start.filter(|&s| self.timeline.pinned(s, nominal)),
             ambiguous,
             restart: false,
         }

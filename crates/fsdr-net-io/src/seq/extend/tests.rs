@@ -226,9 +226,35 @@ fn ticks_coarser_than_a_sample_are_no_restarts() {
                 );
                 // The widened number is the packet's own (the stream began at 0).
                 assert_eq!(w.ext, k, "packet {k} (floor {floor}, faults {faults})");
+                // A stamp rounded to a coarse tick does not size a gap (the packets missed
+                // do): a start given is exact.
+                if let Some(s) = w.start {
+                    assert_eq!(s, k as i128 * 7984, "packet {k}");
+                }
                 prev = Some(k);
             }
             assert!(prev.is_some());
         }
     }
+}
+
+/// Where a packet spans a whole number of ticks under the learnt ratio (a tick a sample, as
+/// VRT's sample counts; 1996 samples), stamps are exact: positions pin, and a gap is sized
+/// from the time.
+#[test]
+fn whole_ticks_a_packet_pin_the_learnt_positions() {
+    let mut x = SeqExtender::new(16, Some(0));
+    let mut pinned = 0;
+    for k in (0..5000u64).filter(|k| k % 97 != 50) {
+        let mut p = pkt(k & 0xffff, Some(k * 1996), 7984);
+        p.timebase = None;
+        let w = x.extend(&p);
+        assert!(!w.restart);
+        assert_eq!(w.ext, k);
+        if let Some(s) = w.start {
+            assert_eq!(s, k as i128 * 7984, "packet {k}");
+            pinned += 1;
+        }
+    }
+    assert!(pinned > 4000, "{pinned} of the packets pinned");
 }
