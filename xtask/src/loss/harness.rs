@@ -13,6 +13,29 @@ use serde_json::Value;
 use super::args::{LossArgs, Rate, ReceiverSpec};
 use super::cell::{Cell, Threads};
 
+/// The receiver and sender processes running now, for the `--netns` signal handler to end
+/// before it removes their namespaces.
+static RUNNING: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Keeps a child's pid in [`RUNNING`] while it lives (until the guard drops, after the wait).
+struct Tracked(u32);
+
+impl Tracked {
+    fn new(pid: u32) -> Tracked {
+        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+        Tracked(pid)
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&p| p != self.0);
+    }
+}
+
 /// The highest zero-loss rate found by bisection.
 #[derive(Debug, Clone)]
 pub(crate) struct MaxRate {
@@ -70,6 +93,22 @@ impl Harness {
             pair.a
                 .ip(&["link", "set", "dev", &pair.a.ifname, "gso_max_segs", "1"])
                 .map_err(|e| anyhow::anyhow!("--netns: {e}"))?;
+            // Interrupted or terminated, the sweep still removes its namespaces (the drop
+            // that does it otherwise does not run then).
+            let names = [pair.a.netns.clone(), pair.b.netns.clone()];
+            ctrlc::set_handler(move || {
+                for &pid in RUNNING.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    // SAFETY: kill has no memory preconditions; the pid is a child this
+                    // process started and has not yet waited for, so it cannot be reused.
+                    // Checked by: nothing to check: no memory is passed.
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                }
+                for n in &names {
+                    let _ = fsdr_net_io::netns::ip(&["netns", "del", n]);
+                }
+                std::process::exit(130);
+            })
+            .context("--netns: a signal handler that removes the namespaces")?;
             Some(pair)
         } else {
             None
@@ -118,6 +157,7 @@ impl Harness {
             .stderr(Stdio::inherit())
             .spawn()
             .context("starting loss_rx")?;
+        let _rx_running = Tracked::new(rx.id());
         // The first line names the bound address; the rest is read by a thread all along, so
         // that nothing the receiver prints can block it on a full pipe.
         let mut first = String::new();
@@ -149,10 +189,10 @@ impl Harness {
             }
         }
         // If the sender fails, the receiver is stopped too rather than left waiting.
-        let sent = tx
-            .spawn()
-            .context("starting usrp_sim")
-            .and_then(|mut tx| read_json_line(&mut tx).context("usrp_sim"));
+        let sent = tx.spawn().context("starting usrp_sim").and_then(|mut tx| {
+            let _tx_running = Tracked::new(tx.id());
+            read_json_line(&mut tx).context("usrp_sim")
+        });
         let sent = match sent {
             Ok(v) => v,
             Err(e) => {
