@@ -45,9 +45,11 @@ impl Kernel for Tagged {
         self.output.produce(n);
         if self.sent == self.items.len() {
             if self.finish_late && !done_before {
-                // Let the sink send everything before the input ends.
+                // Let the sink send everything before the input ends (1 s: a loaded machine
+                // left the sink unscheduled for 100 ms once, and it saw the end with its
+                // last items).
                 io.block_on(async {
-                    futuresdr::runtime::Timer::after(Duration::from_millis(100)).await;
+                    futuresdr::runtime::Timer::after(Duration::from_secs(1)).await;
                 });
             } else {
                 io.finished = true;
