@@ -4,7 +4,9 @@
 //! a round trip through sink and source brings `rx_eob` and `rx_time` back on the same items.
 
 use std::net::UdpSocket;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use fsdr_net::io::Format;
 use fsdr_net::{
@@ -21,8 +23,11 @@ struct Tagged {
     items: Vec<Complex<i16>>,
     tags: Vec<(usize, Tag)>,
     sent: usize,
-    /// Finish only in the call after the last items went out.
-    finish_late: bool,
+    /// Finish only once the receiving end counted every item (so that the sink sent them
+    /// all before its input ended): the receiver's item count, shared.
+    finish_late: Option<Arc<AtomicUsize>>,
+    /// When the late finish gives up waiting (the test's asserts then say what was missing).
+    give_up: Option<Instant>,
 }
 
 impl Kernel for Tagged {
@@ -40,20 +45,24 @@ impl Kernel for Tagged {
                 tags.add_tag(i - self.sent, t.clone());
             }
         }
-        let done_before = self.sent == self.items.len();
         self.sent += n;
         self.output.produce(n);
-        if self.sent == self.items.len() {
-            if self.finish_late && !done_before {
-                // Let the sink send everything before the input ends (1 s: a loaded machine
-                // left the sink unscheduled for 100 ms once, and it saw the end with its
-                // last items).
+        if self.sent < self.items.len() {
+            return Ok(());
+        }
+        match &self.finish_late {
+            // A timer alone is not enough: FutureSDR calls `work` again on any notification
+            // (the sink consuming, say), which cut a 1 s wait short in CI and let the sink see
+            // its last items and the end together.
+            Some(received)
+                if received.load(Ordering::Acquire) < self.items.len()
+                    && Instant::now() < *self.give_up.get_or_insert(Instant::now() + WAIT) =>
+            {
                 io.block_on(async {
-                    futuresdr::runtime::Timer::after(Duration::from_secs(1)).await;
+                    futuresdr::runtime::Timer::after(Duration::from_millis(10)).await;
                 });
-            } else {
-                io.finished = true;
             }
+            _ => io.finished = true,
         }
         Ok(())
     }
@@ -66,6 +75,22 @@ struct Collect {
     input: DefaultCpuReader<Complex<i16>>,
     items: usize,
     tags: Vec<(usize, Tag)>,
+    /// The item count, shared with a [`Tagged`] that finishes late.
+    received: Arc<AtomicUsize>,
+}
+
+/// How long a late-finishing [`Tagged`] waits for the receiver at most.
+const WAIT: Duration = Duration::from_secs(30);
+
+impl Collect {
+    fn new() -> Self {
+        Collect {
+            input: DefaultCpuReader::default(),
+            items: 0,
+            tags: Vec::new(),
+            received: Arc::new(AtomicUsize::new(0)),
+        }
+    }
 }
 
 impl Kernel for Collect {
@@ -81,6 +106,7 @@ impl Kernel for Collect {
         }
         let n = items.len();
         self.items += n;
+        self.received.store(self.items, Ordering::Release);
         self.input.consume(n);
         if self.input.finished() {
             io.finished = true;
@@ -110,7 +136,8 @@ fn tagged() -> Tagged {
             (999, named(TAG_TX_EOB)),
         ],
         sent: 0,
-        finish_late: false,
+        finish_late: None,
+        give_up: None,
     }
 }
 
@@ -325,11 +352,7 @@ fn a_round_trip_keeps_burst_ends_and_times_on_their_items() -> Result<()> {
         let snk = sink(to, format);
         connect!(fg, tx > snk);
         let src = source;
-        let col = Collect {
-            input: DefaultCpuReader::default(),
-            items: 0,
-            tags: Vec::new(),
-        };
+        let col = Collect::new();
         connect!(fg, src > col);
         let fg = run(fg);
         let c = fg.block(&col).unwrap();
@@ -364,21 +387,18 @@ fn an_input_that_ends_late_still_ends_the_burst() -> Result<()> {
         let source = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
             .format(format)
             .time_tags(false)
-            .finish_after_idle(Duration::from_millis(500))
+            // The empty datagram follows the receiver's last items by a wake-up or two.
+            .finish_after_idle(Duration::from_secs(1))
             .build()
             .unwrap();
         let mut tx = tagged();
         tx.tags.clear();
-        tx.finish_late = late;
+        let col = Collect::new();
+        tx.finish_late = late.then(|| col.received.clone());
         let snk = sink(source.local_addr(), format);
         let mut fg = Flowgraph::new();
         connect!(fg, tx > snk);
         let src = source;
-        let col = Collect {
-            input: DefaultCpuReader::default(),
-            items: 0,
-            tags: Vec::new(),
-        };
         connect!(fg, src > col);
         let fg = run(fg);
         let stats = fg.block(&src)?.stats();
