@@ -4,6 +4,9 @@
 //! with GRO its datagrams arrive as coalesced receives).
 //! Every sample lands at its index on the stream's timeline, every count is the emulator's,
 //! and the fast path copies nothing.
+//!
+//! long: one harness (`stream_into` and its checks) and the cases that drive it; split, each
+//! part would carry its own copy of the harness.
 
 use std::time::{Duration, Instant};
 
@@ -595,4 +598,57 @@ fn the_buffer_returned_last_is_filled_next_and_lending_is_bounded() {
     assert_eq!(used.len(), 2, "buffers used: {used:?}");
     let (stats, dp, _) = rx.shutdown();
     assert_eq!((stats.delivered, dp.items), (12, 1200));
+}
+
+/// Issue #34, item 2: after a loss the datagrams behind the gap land at their sample
+/// positions (placed ahead of the gap until it is decided), so a gap costs a copy of the
+/// datagram that shows it — and of those its receive brought behind it — not of the reorder
+/// window behind it.
+#[test]
+fn a_gap_costs_only_the_datagrams_that_show_it() {
+    for (mode, format) in cases().filter(|(m, _)| !m.gro) {
+        for every in [50u64, 1000, 5000] {
+            let packets = (4 * every).max(2000) + 1;
+            let faults = Faults {
+                drop_every: Some(every),
+                ..Faults::default()
+            };
+            let r = stream_into::<Complex<i16>>(
+                mode,
+                format,
+                WireFormat::Sc16Chdr,
+                packets,
+                faults,
+                32,
+                64 * SPP as usize,
+            );
+            let ctx = format!(
+                "{format} ({mode}), drop every {every}: {}\n{:?}\n{:?}",
+                r.stats, r.dp, r.sent
+            );
+            assert_eq!(r.stats.missed, r.sent.dropped, "{ctx}");
+            assert_eq!(r.dp.zeros_inserted, r.sent.dropped_samples, "{ctx}");
+            assert_eq!(
+                check_timeline(&r.items, &ctx),
+                r.sent.dropped_samples,
+                "{ctx}"
+            );
+            // The first datagram, and per gap at most one receive call's datagrams (the one
+            // that shows the gap and those that landed behind it); before, the reorder
+            // window's (64) behind every gap.
+            let batch = engine_config(mode, format).batch as u64;
+            let per_datagram = 4 * SPP;
+            assert!(
+                r.dp.copied_bytes <= (1 + r.sent.dropped * batch) * per_datagram,
+                "{ctx}"
+            );
+            eprintln!(
+                "{format} ({mode}) 1/{every}: copied {} of {} bytes ({:.2}%), {} gaps",
+                r.dp.copied_bytes,
+                r.sent.samples_sent * 4,
+                100.0 * r.dp.copied_bytes as f64 / (r.sent.samples_sent * 4) as f64,
+                r.sent.dropped
+            );
+        }
+    }
 }

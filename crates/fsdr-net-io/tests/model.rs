@@ -18,7 +18,7 @@ mod model {
 }
 
 use fsdr_net_io::seq::Ratio;
-use model::run::run_and_check;
+use model::run::{Through, run_and_check};
 use model::scenario::{Clock, Enc, Kind, Op, Scenario, tidy};
 use proptest::prelude::*;
 
@@ -147,7 +147,7 @@ proptest! {
 
     #[test]
     fn every_format_is_exact_against_the_model(sc in scenario(Kind::ALL.to_vec())) {
-        if let Err(e) = run_and_check(&sc, false) {
+        if let Err(e) = run_and_check(&sc, Through::Pure) {
             if std::env::var_os("MODEL_TRACE").is_some() {
                 model::run::trace(&sc);
             }
@@ -167,7 +167,16 @@ proptest! {
 
     #[test]
     fn the_engine_agrees_with_the_model(sc in scenario(Kind::ALL.to_vec())) {
-        if let Err(e) = run_and_check(&sc, true) {
+        if let Err(e) = run_and_check(&sc, Through::Engine) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
+    /// The in-place receiver (payloads scattered into lent buffers, the fast path, holes
+    /// and the copying path) against the same model.
+    #[test]
+    fn the_in_place_receiver_agrees_with_the_model(sc in scenario(Kind::ALL.to_vec())) {
+        if let Err(e) = run_and_check(&sc, Through::InPlace) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -205,10 +214,10 @@ fn case(
 }
 
 fn both(sc: &Scenario) {
-    for engine in [false, true] {
-        if let Err(e) = run_and_check(sc, engine) {
+    for through in [Through::Pure, Through::Engine, Through::InPlace] {
+        if let Err(e) = run_and_check(sc, through) {
             model::run::trace(sc);
-            panic!("engine {engine}: {e}");
+            panic!("{through:?}: {e}");
         }
     }
 }

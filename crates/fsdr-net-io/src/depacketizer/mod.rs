@@ -410,6 +410,37 @@ impl<T: Item> Depacketizer<T> {
         (on_data, on_zeros)
     }
 
+    /// Items a gap stands for before a datagram of `payload_bytes`: from the gap's bytes
+    /// where sequence tracking sized it, else its frames × this datagram's items.
+    pub fn gap_items(&self, gap: &Gap, payload_bytes: usize) -> u64 {
+        if gap.frames == 0 {
+            return 0;
+        }
+        // Per item, not per wire unit: a gap need not be whole words of a packing that puts
+        // two samples in one (sc8 in item32).
+        let per_item = (self.decoder.unit_bytes() / self.decoder.items_per_unit()).max(1) as u64;
+        match gap.bytes {
+            Some(b) => b / per_item,
+            None => gap.frames * self.decoder.items_in(payload_bytes) as u64,
+        }
+    }
+
+    /// Zero items written before a datagram with `gap` and `payload_bytes` of payload (0
+    /// without zero filling): where [`Writer::push_placed`] expects its payload.
+    pub fn zeros_before(&self, gap: &Gap, payload_bytes: usize) -> u64 {
+        if self.cfg.zero_fill {
+            self.gap_items(gap, payload_bytes)
+        } else {
+            0
+        }
+    }
+
+    /// Counts payload bytes copied outside a writer (in-place reception moving a payload to
+    /// its sample position).
+    pub fn count_copied(&mut self, bytes: u64) {
+        self.stats.copied_bytes += bytes;
+    }
+
     /// Whether zeros or a staged datagram wait for room.
     pub fn pending(&self) -> bool {
         self.zeros.left > 0 || self.staged.is_some()

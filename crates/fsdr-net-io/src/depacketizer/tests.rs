@@ -228,7 +228,7 @@ fn marks_count_items_and_skip_zeros() {
 
 /// A datagram placed by the kernel gives exactly what pushing its bytes gives: items, tags
 /// (time on restarts and jumps, end of burst) and counters — except that nothing is copied.
-/// A datagram after a gap, or one that would not fit, is refused (and then pushed).
+/// One that would not fit (with the zeros of its gap) is refused (and then pushed).
 #[test]
 fn placed_datagrams_match_pushed_ones_without_a_copy() {
     let cfg = || DepacketizerConfig {
@@ -291,7 +291,7 @@ fn placed_datagrams_match_pushed_ones_without_a_copy() {
         "every other counter alike"
     );
 
-    // After a gap, or without room, it is refused and takes nothing.
+    // Without room for its gap's zeros and its items, it is refused and takes nothing.
     let mut out = vec![0i16; 6];
     let mut w = placed.writer(&mut out);
     let mut d = DatagramIn::new(&raw[0]);
@@ -366,4 +366,68 @@ fn an_end_of_burst_without_items_ends_the_burst_on_the_item_before_it() {
     w.push(&end);
     assert!(w.finish().1.is_empty());
     assert_eq!(dp.stats().ends_of_burst, 1);
+}
+
+/// A datagram placed behind room for its gap (in-place reception places datagrams ahead of a
+/// gap): the zeros, the missed tag and event, the time tag and every counter are those a
+/// push of its bytes gives, and its payload is not copied.
+#[test]
+fn a_datagram_placed_behind_its_gap_matches_a_pushed_one() {
+    let cfg = || DepacketizerConfig {
+        zero_fill: true,
+        tick_rate: Some(1e6),
+        ticks_per_item: Some(1.0),
+        marks: None,
+    };
+    let dec = || Decoder::<i16>::new(WireFormat::Plain).unwrap();
+    let first: Vec<i16> = (1..=4).collect();
+    let after: Vec<i16> = (9..=12).collect();
+    let (raw0, raw1) = (bytes(&first), bytes(&after));
+    let mut d0 = DatagramIn::new(&raw0);
+    d0.restart = true;
+    d0.timestamp = Some(Timestamp::Ticks(100));
+    let mut d1 = DatagramIn::new(&raw1);
+    d1.timestamp = Some(Timestamp::Ticks(108));
+    d1.gap = Gap {
+        frames: 1,
+        bytes: Some(8),
+        ..Default::default()
+    };
+    let mut pushed = Depacketizer::new(dec(), cfg());
+    let mut out_a = vec![0i16; 16];
+    let mut w = pushed.writer(&mut out_a);
+    w.push(&d0);
+    w.push(&d1);
+    let gaps_a = w.take_gaps();
+    let (na, tags_a) = w.finish();
+
+    let mut placed = Depacketizer::new(dec(), cfg());
+    assert_eq!(placed.zeros_before(&d1.gap, raw1.len()), 4);
+    let mut out_b = vec![-1i16; 16];
+    // The kernel put the second payload behind room for the four missing items.
+    out_b[8..12].copy_from_slice(&after);
+    let mut w = placed.writer(&mut out_b);
+    w.push(&d0);
+    assert!(w.push_placed(&d1, raw1.len()));
+    let gaps_b = w.take_gaps();
+    let (nb, tags_b) = w.finish();
+    assert_eq!((na, &out_a[..na]), (nb, &out_b[..nb]));
+    assert_eq!(&out_b[..12], &[1, 2, 3, 4, 0, 0, 0, 0, 9, 10, 11, 12]);
+    assert_eq!((tags_a, gaps_a), (tags_b, gaps_b));
+    let (a, b) = (pushed.stats(), placed.stats());
+    assert_eq!(
+        a.copied_bytes - b.copied_bytes,
+        8,
+        "the second payload not copied"
+    );
+    assert_eq!(
+        DepacketizerStats {
+            copied_bytes: 0,
+            ..a
+        },
+        DepacketizerStats {
+            copied_bytes: 0,
+            ..b
+        }
+    );
 }

@@ -175,27 +175,22 @@ impl<T: Item> Writer<'_, '_, T> {
             && self.room() >= dec.items_in(payload_bytes)
     }
 
-    /// Takes a datagram whose payload, `payload_bytes` bytes, the kernel already put at the
-    /// writer's position (in-place reception scatters payloads straight into the output
-    /// buffer); `d.payload` is not read. Counters, tags and probe marks are those
-    /// [`Writer::push`] gives the same datagram, and nothing is copied. Returns false, and
-    /// takes nothing, when [`Writer::can_place`] does not hold or the datagram follows a gap
-    /// (zeros must go where its payload is): the caller then copies it out and uses `push`.
+    /// Takes a datagram whose payload, `payload_bytes` bytes, is already in the output: at
+    /// the writer's position, or after a gap that many zero items further
+    /// ([`Depacketizer::zeros_before`]; in-place reception scatters payloads straight into the
+    /// output buffer, and places a datagram behind a gap before the gap is filled). The zeros
+    /// are written; `d.payload` is not read. Counters, tags and probe marks are those
+    /// [`Writer::push`] gives the same datagram, and no payload byte is copied. Returns false,
+    /// and takes nothing, when [`Writer::can_place`] does not hold or the zeros and the
+    /// payload do not both fit: the caller then copies it out and uses `push`.
     pub fn push_placed(&mut self, d: &DatagramIn<'_>, payload_bytes: usize) -> bool {
-        if d.gap.frames > 0 || !self.can_place(payload_bytes) {
+        let zeros = self.dp.zeros_before(&d.gap, payload_bytes) as usize;
+        let items = self.dp.decoder.items_in(payload_bytes);
+        if !self.can_place(payload_bytes) || self.room() < zeros + items {
             return false;
         }
-        let dp = &mut *self.dp;
-        dp.stats.count_datagram(d.eob);
-        let items = dp.decoder.items_in(payload_bytes);
-        let (settings, _) = dp.settings_for(d.timestamp, items, 0);
-        let tags = DatagramTags {
-            missed: None,
-            time: dp.timing.tag(d.timestamp, d.restart, items),
-            eob: d.eob,
-            items,
-            settings,
-        };
+        let tags = self.begin(d, payload_bytes);
+        debug_assert_eq!(self.dp.zeros.left, 0, "the zeros fit");
         let start = self.written;
         self.written += items;
         self.account(start, &tags, &mut 0, d.arrival_ns);
@@ -219,10 +214,10 @@ impl<T: Item> Writer<'_, '_, T> {
         }
     }
 
-    /// Takes one datagram: records its gap (zeros, tag, event), its time and burst tags, and
-    /// writes its items, staging what does not fit.
-    pub fn push(&mut self, d: &DatagramIn<'_>) {
-        self.flush();
+    /// Counts `d` and opens it: its gap (counters, event, and the zeros, written as far as
+    /// there is room, or the missed tag when not zero filling) and the tags of its items
+    /// (`payload_bytes` of payload after any carried partial unit).
+    fn begin(&mut self, d: &DatagramIn<'_>, payload_bytes: usize) -> DatagramTags {
         let dp = &mut *self.dp;
         dp.stats.count_datagram(d.eob);
         let gap = d.gap.frames > 0;
@@ -230,14 +225,8 @@ impl<T: Item> Writer<'_, '_, T> {
             // A partial unit before a gap or a restart belongs to no item any more.
             dp.carry.clear();
         }
-        if gap {
-            // Per item, not per wire unit: a gap need not be whole words of a packing that
-            // puts two samples in one (sc8 in item32).
-            let per_item = (dp.decoder.unit_bytes() / dp.decoder.items_per_unit()).max(1) as u64;
-            let items = match d.gap.bytes {
-                Some(b) => b / per_item,
-                None => d.gap.frames * dp.decoder.items_in(d.payload.len()) as u64,
-            };
+        let zero_items = if gap {
+            let items = dp.gap_items(&d.gap, payload_bytes);
             dp.stats.missed_items += items;
             self.gaps.push(GapEvent {
                 frames: d.gap.frames,
@@ -245,15 +234,13 @@ impl<T: Item> Writer<'_, '_, T> {
                 seq: d.seq,
                 ambiguous: d.gap.ambiguous,
             });
-        }
-        let zero_items = if gap {
-            self.gaps.last().map_or(0, |g| g.items)
+            items
         } else {
             0
         };
         let filled = self.dp.cfg.zero_fill && zero_items > 0;
         let dp = &mut *self.dp;
-        let items = dp.decoder.items_in(dp.carry.len() + d.payload.len());
+        let items = dp.decoder.items_in(dp.carry.len() + payload_bytes);
         let (settings, on_zeros) =
             dp.settings_for(d.timestamp, items, if filled { zero_items } else { 0 });
         let mut tags = DatagramTags {
@@ -277,6 +264,14 @@ impl<T: Item> Writer<'_, '_, T> {
                 tags.missed = Some((d.gap.frames, zero_items));
             }
         }
+        tags
+    }
+
+    /// Takes one datagram: records its gap (zeros, tag, event), its time and burst tags, and
+    /// writes its items, staging what does not fit.
+    pub fn push(&mut self, d: &DatagramIn<'_>) {
+        self.flush();
+        let tags = self.begin(d, d.payload.len());
         let (mut pos, mut done) = (0, 0);
         let all = self.dp.zeros.left == 0
             && self.write_payload(d.payload, &mut pos, &mut done, &tags, d.arrival_ns);

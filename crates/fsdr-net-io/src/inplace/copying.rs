@@ -3,6 +3,7 @@
 //! with the same accounting as the fast path.
 
 use super::ItemBuffer;
+use super::ahead::Ahead;
 use super::receiver::{Entry, Owned, Pattern, RELEARN, Receive};
 use crate::depacketizer::{DatagramIn, ItemTag};
 use crate::engine::classify;
@@ -68,7 +69,29 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     }
                     (o.widen(&packet), packet)
                 });
-                let restored = o.push(w, &packet, Entry::Owned(owned), &mut self.released);
+                // Beyond the window the oldest gaps are given up on first (as `push` would),
+                // so that it can go ahead of what is still missing.
+                if o.lead(&w).is_some_and(|l| l.frames > l.window) {
+                    o.make_room(&w, &mut self.released);
+                    self.deliver_released();
+                }
+                // Ahead of the expected one: to its sample position at once (`ahead.rs`),
+                // so that the datagrams after it land in place.
+                let entry = match self.ahead_target(&w, &info) {
+                    Some((at, base)) if self.put_ahead(at, base, &owned.bytes[info.payload()]) => {
+                        let items = (info.payload_len as usize / std::mem::size_of::<T>()) as u64;
+                        self.placed_ahead(at, items, w.ext);
+                        self.spare.push(owned.bytes);
+                        Entry::Ahead(Ahead {
+                            at,
+                            info,
+                            arrival_ns,
+                        })
+                    }
+                    _ => Entry::Owned(owned),
+                };
+                let o = self.order.as_mut().expect("sequence tracking");
+                let restored = o.push(w, &packet, entry, &mut self.released);
                 self.shared.engine.counters.consumer.reordered.add(restored);
             }
             _ => self
@@ -117,28 +140,56 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// what is left waits in `released` for the next buffer.
     pub(super) fn deliver_released(&mut self) {
         let mut batch = std::mem::take(&mut self.released);
-        {
-            let mut entries = batch.drain(..);
-            while let Some(r) = entries.next() {
-                if let Entry::Owned(o) = &r.item
-                    && r.deliver
-                    && !self.write_owned(o, r.event, r.gap)
-                {
+        let mut done = 0;
+        while done < batch.len() {
+            if batch[done].deliver {
+                if !self.write_released(&mut batch[done..]) {
                     // No buffer: this one and the rest wait, ahead of anything released later.
-                    self.released.push(r);
-                    self.released.extend(entries);
                     break;
                 }
-                crate::engine::count_released(&self.shared.engine.counters.consumer, &r);
-                // Placed datagrams go out at once on the fast path, never through here.
-                if let Entry::Owned(o) = r.item {
-                    self.spare.push(o.bytes);
-                }
+            } else if matches!(batch[done].item, Entry::Ahead(_)) {
+                // Placed ahead, then not delivered after all: its place stays empty.
+                self.evacuate(&mut batch[done..]);
+            }
+            crate::engine::count_released(&self.shared.engine.counters.consumer, &batch[done]);
+            done += 1;
+        }
+        for r in batch.drain(..done) {
+            if let Entry::Owned(o) = r.item {
+                self.spare.push(o.bytes);
             }
         }
-        if self.released.is_empty() {
-            // Keep the allocation: this runs for every copied datagram.
-            self.released = batch;
+        // What waits, or nothing (the allocation kept: this runs for every copied datagram).
+        self.released = batch;
+        self.settle();
+    }
+
+    /// Writes the first of `rest`, released for delivery; false when no buffer is free for
+    /// it. Placed datagrams went out on the fast path already. One placed ahead whose gap
+    /// did not come out as its place assumed, or a copied one that would run into one placed
+    /// ahead, first turns every datagram placed ahead into a copied one (`evacuate`).
+    fn write_released(&mut self, rest: &mut [Released<Entry>]) -> bool {
+        let (event, gap) = (rest[0].event, rest[0].gap);
+        let evacuate = match &rest[0].item {
+            Entry::Placed => return true,
+            Entry::Ahead(a) => {
+                let a = Ahead { ..*a };
+                if self.write_ahead(&a, event, gap) {
+                    return true;
+                }
+                true
+            }
+            Entry::Owned(o) => {
+                let (info, len) = (o.info, o.bytes.len());
+                !self.clear_of_ahead(info, len, &gap)
+            }
+        };
+        if evacuate {
+            self.evacuate(rest);
+        }
+        match &rest[0].item {
+            Entry::Owned(o) => self.write_owned(o, event, gap),
+            _ => unreachable!("evacuated: a copy"),
         }
     }
 
@@ -167,7 +218,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         };
         let c = self.cur.as_mut().expect("a current buffer");
         let pos = c.pos;
-        let mut w = self.dp.writer(&mut c.buffer.items()[pos..]);
+        let mut w = self.dp.writer(c.out());
         w.push(&d);
         let gaps = w.take_gaps();
         let (n, tags) = w.finish();

@@ -10,9 +10,11 @@
 //! hands full buffers back ([`InPlaceReceiver::take`]) with their tags and gaps. A datagram
 //! that does not fit that pattern takes the copying path of the
 //! [`Depacketizer`](crate::depacketizer::Depacketizer) with the same accounting: one whose
-//! header or payload length differs from the stream's, one after a gap (zeros go where its
-//! payload landed), one out of order, and every datagram whose samples need byte swapping or
-//! conversion ([`Decoder::is_copy`](crate::sample::Decoder::is_copy)). Counters are those of
+//! header or payload length differs from the stream's, one out of order, and every datagram
+//! whose samples need byte swapping or conversion
+//! ([`Decoder::is_copy`](crate::sample::Decoder::is_copy)). The datagram that shows a gap
+//! is copied to its sample position behind room for the missing items, and the receives
+//! after it land behind it in place until the gap is decided (`ahead.rs`). Counters are those of
 //! the [`Engine`](crate::Engine), and the depacketizer's `copied_bytes` counts every payload
 //! byte that was copied: 0 on the fast path.
 //!
@@ -88,6 +90,7 @@ use crate::socket::BufferReport;
 use crate::stats::{Counters, Stats};
 use crate::{Error, sys};
 
+mod ahead;
 mod copying;
 mod receiver;
 mod scatter;

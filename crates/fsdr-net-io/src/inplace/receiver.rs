@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use socket2::Socket;
 
+use super::ahead::Ahead;
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
 use crate::engine::receive::Pass;
@@ -51,6 +52,8 @@ pub(super) struct Owned {
 pub(super) enum Entry {
     /// Its payload is in the output buffer at the write position.
     Placed,
+    /// Its payload is in an output buffer, ahead of the write position.
+    Ahead(Ahead),
     /// Copied out.
     Owned(Owned),
 }
@@ -58,8 +61,13 @@ pub(super) enum Entry {
 /// The buffer being filled.
 pub(super) struct Current<B> {
     pub(super) buffer: B,
+    /// The stream's item index of its first item (items handed over before it).
+    pub(super) start: u64,
     /// Items written.
     pub(super) pos: usize,
+    /// Where the stream goes on in the next buffer, when a datagram placed ahead of a gap
+    /// did not fit behind this one's last (`None`: its end).
+    pub(super) end: Option<usize>,
     pub(super) tags: Vec<ItemTag>,
     pub(super) gaps: Vec<GapEvent>,
     /// Contexts that changed a setting while it was filled.
@@ -91,6 +99,18 @@ pub(super) struct Receive<T, B> {
     pub(super) pattern: Option<Pattern>,
     pub(super) candidate: Option<(Pattern, u32)>,
     pub(super) cur: Option<Current<B>>,
+    /// Buffers after the current one that datagrams placed ahead of a gap went into, in
+    /// stream order (`ahead.rs`).
+    pub(super) ahead: std::collections::VecDeque<Current<B>>,
+    /// The stream positions of the datagrams placed ahead and not released yet, in order.
+    pub(super) ahead_at: std::collections::VecDeque<u64>,
+    /// With datagrams placed ahead: where the next one in order goes (the end of the
+    /// furthest one), and that one's widened sequence number.
+    pub(super) frontier: Option<(u64, u64)>,
+    /// The stream position where the next buffer taken starts.
+    pub(super) next_start: u64,
+    /// The stream position of the first item of the buffer the call's body areas are in.
+    pub(super) layout_start: u64,
     pub(super) msgs: RecvBatch,
     /// Header areas, `HEAD_CAP` bytes per datagram position of a call.
     pub(super) heads: Box<[u8]>,
@@ -175,6 +195,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             pattern: None,
             candidate: None,
             cur: None,
+            ahead: Default::default(),
+            ahead_at: Default::default(),
+            frontier: None,
+            next_start: 0,
+            layout_start: 0,
             msgs: if gro {
                 RecvBatch::with_iovecs(cfg.batch, 2 * GRO_MAX_SEGMENTS + 1)
             } else {
@@ -231,8 +256,12 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         self.flush_pending();
         // A buffer that cannot take another datagram goes to the consumer (a fresh one
-        // smaller than a datagram is written anyway: the depacketizer stages the rest).
-        if self.room() < self.need() && self.cur.as_ref().is_some_and(|c| c.pos > 0) {
+        // smaller than a datagram is written anyway: the depacketizer stages the rest) —
+        // unless datagrams placed ahead of a gap wait in it.
+        if self.room() < self.need()
+            && self.cur.as_ref().is_some_and(|c| c.pos > 0)
+            && self.may_hand_over()
+        {
             self.hand_over();
             return Step::Busy;
         }
@@ -300,6 +329,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
         }
         self.hand_over();
+        // Buffers taken for datagrams placed ahead that could not be written out.
+        while self.cur.is_some() {
+            self.hand_over();
+        }
         let xdp = self.xdp_drops();
         if let Ok(d) = sys::socket_drops(&self.socket) {
             self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d) + xdp);
@@ -314,7 +347,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 self.paused = false;
                 self.cur = Some(Current {
                     buffer,
+                    start: self.next_start,
                     pos: 0,
+                    end: None,
                     tags: Vec::new(),
                     gaps: Vec::new(),
                     contexts: Vec::new(),
@@ -336,7 +371,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     pub(super) fn room(&mut self) -> usize {
         let c = self.cur.as_mut().expect("a current buffer");
-        c.buffer.items().len() - c.pos
+        c.out::<T>().len()
     }
 
     /// Room a datagram needs: the stream's payload, or the largest one before it is known.
@@ -367,7 +402,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         let c = self.cur.as_mut().expect("a current buffer");
         let pos = c.pos;
-        let mut w = self.dp.writer(&mut c.buffer.items()[pos..]);
+        let mut w = self.dp.writer(c.out());
         let gaps = w.take_gaps();
         let (n, tags) = w.finish();
         c.gaps.extend(gaps);
@@ -381,6 +416,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// Hands the current buffer to the consumer and wakes it.
     pub(super) fn hand_over(&mut self) {
         let Some(c) = self.cur.take() else { return };
+        self.next_start = c.start + c.pos as u64;
+        // The stream goes on in the buffer taken for datagrams placed ahead, if any.
+        self.cur = self.ahead.pop_front();
         let filled = Filled {
             buffer: c.buffer,
             items: c.pos,
@@ -411,7 +449,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// moderation), if it holds anything.
     pub(super) fn hand_over_due(&self) -> Option<WakeSchedule> {
         let c = self.cur.as_ref()?;
-        (c.pos > 0).then(|| {
+        (c.pos > 0 && self.ahead_at.is_empty()).then(|| {
             self.coalesce
                 .schedule(c.datagrams as u64, c.first_ns, self.last_handover_ns)
         })

@@ -32,15 +32,30 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 && self.released.is_empty()
         });
         let size = std::mem::size_of::<T>();
-        let (pos, base, len) = {
-            let c = self.cur.as_mut().expect("a current buffer");
+        // With datagrams placed ahead of a gap the next ones land behind the furthest (in a
+        // fresh buffer when the last one has no room for another).
+        if let (Some(p), Some((f, _))) = (fast, self.frontier) {
+            let room = self.landing_buffer().map_or(0, |c| {
+                (c.start + c.buffer.items().len() as u64).saturating_sub(f)
+            });
+            if room < (p.payload / size) as u64 {
+                self.open_ahead(f);
+            }
+        }
+        let landing = self.landing();
+        let (pos, base, len, start) = {
+            let c = self.landing_buffer().expect("a current buffer");
+            let start = c.start;
+            let at = (landing - start) as usize;
             let items = c.buffer.items();
             (
-                c.pos * size,
+                at * size,
                 items.as_mut_ptr().cast::<u8>(),
                 std::mem::size_of_val(items),
+                start,
             )
         };
+        self.layout_start = start;
         // Datagram positions per entry, and entries.
         let (per_entry, n) = match fast {
             Some(p) => {
@@ -244,9 +259,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         if meta.truncated || !self.filter.accepts(meta.source) {
             return refused;
         }
-        // Its payload must sit where the next items go.
-        let written = self.cur.as_ref().map(|c| c.pos * std::mem::size_of::<T>());
-        if written != Some(l.at) {
+        // Its payload must sit where the next items go (behind the furthest one placed
+        // ahead of a gap, if any).
+        let size = std::mem::size_of::<T>();
+        if self.cur.is_none()
+            || !l.at.is_multiple_of(size)
+            || self.layout_start + (l.at / size) as u64 != self.landing()
+        {
             return refused;
         }
         let head = &self.heads[slot * HEAD_CAP..slot * HEAD_CAP + p.head];
@@ -272,10 +291,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             return refused;
         }
         let mut packet = self.seq_packet(&info);
-        let seq = match (self.order.as_mut(), info.seq) {
-            (Some(o), Some(_)) => {
-                if o.needs_fingerprint() {
-                    let c = self.cur.as_mut().expect("a current buffer");
+        let seq = match (self.order.is_some(), info.seq) {
+            (true, Some(_)) => {
+                if self.order.as_ref().is_some_and(|o| o.needs_fingerprint()) {
+                    let start = self.layout_start;
+                    let c = self.buffer_from(start).expect("the layout's buffer");
                     let base = c.buffer.items().as_mut_ptr().cast::<u8>();
                     // SAFETY: the payload's area [l.at, l.at + payload) lies inside the
                     // current buffer (payload ≤ l.body, clamped to the buffer when the
@@ -286,11 +306,12 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     let bytes = unsafe { std::slice::from_raw_parts(base.add(l.at), payload) };
                     packet.fingerprint = Some(crate::seq::fingerprint(bytes));
                 }
+                let o = self.order.as_mut().expect("sequence tracking");
                 let w = o.widen(&packet);
-                if !o.is_next(&w) {
-                    return Placement::Refused {
-                        seq: Some((w, packet)),
-                    };
+                // Behind datagrams placed ahead of a gap, or released ones not written yet,
+                // the writer's position is not where it landed.
+                if !o.is_next(&w) || self.frontier.is_some() || !self.released.is_empty() {
+                    return self.hold_in_place(w, packet, &info, arrival_ns);
                 }
                 Some((w, packet))
             }
@@ -349,7 +370,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let mut want = meta.len;
         // The buffer's memory taken afresh: a pointer from an earlier `items()` call may not
         // be used once `items()` was called again (the fast path did).
-        let base = self.cur.as_mut().map_or(std::ptr::null_mut(), |c| {
+        let start = self.layout_start;
+        let base = self.buffer_from(start).map_or(std::ptr::null_mut(), |c| {
             c.buffer.items().as_mut_ptr().cast::<u8>()
         });
         let mut bytes = self.spare.pop().unwrap_or_default();

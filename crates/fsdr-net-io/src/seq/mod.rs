@@ -56,7 +56,7 @@ mod stream;
 pub use clock::{RateEstimate, Ratio, StreamClock, Timebase};
 pub use extend::{SeqExtender, SeqPacket, Widened, fingerprint};
 pub use reorder::{Released, Reorder};
-pub use stream::{Gap, StreamOrder, Tracking};
+pub use stream::{Gap, Lead, StreamOrder, Tracking};
 
 /// How many recent positions the tracker remembers to tell late datagrams from duplicates.
 pub const HISTORY: u64 = 1024;

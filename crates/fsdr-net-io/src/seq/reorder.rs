@@ -98,6 +98,20 @@ impl<T> Reorder<T> {
         self.held_count
     }
 
+    /// The furthest datagram held: its sequence number and how many frames ahead of the
+    /// expected one it is.
+    pub fn furthest(&self) -> Option<(u64, u64)> {
+        match self.held.back() {
+            Some(Some((seq, _))) => Some((*seq, self.held.len() as u64)),
+            _ => None,
+        }
+    }
+
+    /// The datagrams held, in order, to change in place (a handle that becomes another).
+    pub fn held_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.held.iter_mut().flatten().map(|(_, item)| item)
+    }
+
     /// Number of datagrams that arrived after a later datagram of their stream (overtaken)
     /// and were put back in order.
     pub fn restored(&self) -> u64 {

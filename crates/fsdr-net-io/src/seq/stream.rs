@@ -45,6 +45,19 @@ pub struct Gap {
     pub ambiguous: bool,
 }
 
+/// A datagram ahead of the expected one ([`StreamOrder::lead`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lead {
+    /// Frames it is ahead of the expected one (0: it is the expected one).
+    pub frames: u64,
+    /// The reorder window in force: further ahead than this, the oldest missing datagrams
+    /// are given up on when it comes.
+    pub window: u64,
+    /// The furthest datagram held: its widened number and its frames ahead of the expected
+    /// one (`None` when nothing is held).
+    pub furthest: Option<(u64, u64)>,
+}
+
 /// How sequence numbers of a stream are tracked.
 ///
 /// ```
@@ -195,6 +208,41 @@ impl<T> StreamOrder<T> {
         !w.restart
             && self.reorder.held() == 0
             && self.reorder.tracker().offset(w.ext) == SeqOffset::Expected
+    }
+
+    /// Where a widened datagram stands when it is the expected one or ahead of it (a gap
+    /// before it, or missing ones held) and not a restart: `None` otherwise.
+    pub fn lead(&self, w: &Widened) -> Option<Lead> {
+        if w.restart {
+            return None;
+        }
+        let frames = match self.reorder.tracker().offset(w.ext) {
+            SeqOffset::Expected => 0,
+            SeqOffset::Ahead(n) => n,
+            _ => return None,
+        };
+        Some(Lead {
+            frames,
+            furthest: self.reorder.furthest(),
+            window: self.reorder.window() as u64,
+        })
+    }
+
+    /// Gives up on the oldest missing datagrams until `w` is within the window, as
+    /// [`push`](Self::push) would before taking it; appends what that releases to `out`.
+    pub fn make_room(&mut self, w: &Widened, out: &mut Vec<Released<T>>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        while self.lead(w).is_some_and(|l| l.frames > l.window)
+            && self.reorder.flush_oldest(&mut scratch)
+        {}
+        self.release(&mut scratch, out);
+        self.scratch = scratch;
+        self.note_held();
+    }
+
+    /// The datagrams held for a missing one, in order, to change in place.
+    pub fn held_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.reorder.held_mut().map(|h| &mut h.item)
     }
 
     fn units(&self, payload: usize) -> i128 {

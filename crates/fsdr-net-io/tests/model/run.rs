@@ -6,9 +6,10 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use fsdr_net_io::depacketizer::{DatagramIn, Depacketizer, DepacketizerConfig, TagKind};
+use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
 use fsdr_net_io::sample::{Decoder, Item};
 use fsdr_net_io::seq::{Released, SeqEvent, StreamClock, StreamOrder, Tracking, fingerprint};
-use fsdr_net_io::{Engine, EngineConfig};
+use fsdr_net_io::{Backend, Engine, EngineConfig, Stats};
 use num_complex::Complex;
 
 use super::reference::{Counts, Expected, Tag};
@@ -55,23 +56,72 @@ pub fn clock(sc: &Scenario) -> StreamClock {
 }
 
 fn depacketizer<T: Sample>(sc: &Scenario) -> Depacketizer<T> {
+    Depacketizer::new(
+        Decoder::new(sc.enc.wire(sc.kind.format())).unwrap(),
+        depacketizer_config(sc),
+    )
+}
+
+fn depacketizer_config(sc: &Scenario) -> DepacketizerConfig {
     let timed = sc.kind.timed();
     let tick_rate = match sc.kind {
         Kind::ChdrTicks => sc.clock.tick_rate,
         _ => sc.clock.sample_rate,
     };
-    Depacketizer::new(
-        Decoder::new(sc.enc.wire(sc.kind.format())).unwrap(),
-        DepacketizerConfig {
-            zero_fill: true,
-            tick_rate: timed.then_some(tick_rate),
-            ticks_per_item: timed.then(|| match sc.kind {
-                Kind::ChdrTicks => sc.clock.ticks_per_sample.to_f64(),
-                _ => 1.0,
-            }),
-            ..Default::default()
-        },
-    )
+    DepacketizerConfig {
+        zero_fill: true,
+        tick_rate: timed.then_some(tick_rate),
+        ticks_per_item: timed.then(|| match sc.kind {
+            Kind::ChdrTicks => sc.clock.ticks_per_sample.to_f64(),
+            _ => 1.0,
+        }),
+        ..Default::default()
+    }
+}
+
+/// The tags of one output call (indices from its start) appended at `base`.
+fn add_tags(out: &mut Vec<(usize, Tag)>, base: usize, tags: &[fsdr_net_io::depacketizer::ItemTag]) {
+    for t in tags {
+        let tag = match t.kind {
+            TagKind::Missed { frames, items } => Tag::Missed { frames, items },
+            TagKind::Time(_) => Tag::Time,
+            TagKind::Eob => Tag::Eob,
+            TagKind::Setting { .. } => continue,
+        };
+        out.push((base + t.index, tag));
+    }
+}
+
+/// The engine's counters the model predicts.
+fn engine_counts(s: &Stats) -> Counts {
+    Counts {
+        delivered: s.delivered,
+        missed: s.missed,
+        duplicates: s.duplicates,
+        late: s.late,
+        resyncs: s.resyncs,
+        reordered: s.reordered,
+        ambiguous: s.ambiguous,
+    }
+}
+
+/// Sends `arrivals` to `to` in that order from a thread of its own, pausing now and then so
+/// that the kernel's buffer never overflows.
+fn send(
+    stream: &[Sent],
+    arrivals: &[usize],
+    to: std::net::SocketAddr,
+) -> std::thread::JoinHandle<()> {
+    let datagrams: Vec<Vec<u8>> = arrivals.iter().map(|&i| stream[i].bytes.clone()).collect();
+    std::thread::spawn(move || {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for (k, d) in datagrams.iter().enumerate() {
+            tx.send_to(d, to).unwrap();
+            if k % 128 == 127 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    })
 }
 
 /// Collects a depacketizer's output across calls.
@@ -103,15 +153,7 @@ impl<T: Sample> Sink<T> {
             let (n, tags) = w.finish();
             let base = self.out.items.len();
             self.out.items.extend_from_slice(&self.buf[..n]);
-            for t in tags {
-                let tag = match t.kind {
-                    TagKind::Missed { frames, items } => Tag::Missed { frames, items },
-                    TagKind::Time(_) => Tag::Time,
-                    TagKind::Eob => Tag::Eob,
-                    TagKind::Setting { .. } => continue,
-                };
-                self.out.tags.push((base + t.index, tag));
-            }
+            add_tags(&mut self.out.tags, base, &tags);
         }
     }
 }
@@ -188,18 +230,8 @@ pub fn run_engine<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize])
     cfg.reorder_timeout = Duration::from_secs(30);
     cfg.clock = clock(sc);
     let mut engine = Engine::start(cfg).unwrap();
-    let to = engine.local_addr();
-    let datagrams: Vec<Vec<u8>> = arrivals.iter().map(|&i| stream[i].bytes.clone()).collect();
-    let sent = datagrams.len() as u64;
-    let sender = std::thread::spawn(move || {
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        for (k, d) in datagrams.iter().enumerate() {
-            tx.send_to(d, to).unwrap();
-            if k % 128 == 127 {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        }
-    });
+    let sent = arrivals.len() as u64;
+    let sender = send(stream, arrivals, engine.local_addr());
     let mut sink = Sink::<T>::new(sc);
     let start = Instant::now();
     let take = |engine: &mut Engine, sink: &mut Sink<T>, wait: bool| {
@@ -232,16 +264,81 @@ pub fn run_engine<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize])
         0,
         "{s}"
     );
-    sink.out.counts = Counts {
-        delivered: s.delivered,
-        missed: s.missed,
-        duplicates: s.duplicates,
-        late: s.late,
-        resyncs: s.resyncs,
-        reordered: s.reordered,
-        ambiguous: s.ambiguous,
-    };
+    sink.out.counts = engine_counts(&s);
     sink.out
+}
+
+/// The same datagrams sent over loopback into an in-place receiver (payloads scattered
+/// straight into lent buffers), its buffers' items and tags concatenated. The buffers' size
+/// comes from the scenario, a few datagrams each, so that gaps fall on buffer ends too.
+pub fn run_inplace<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]) -> Outcome<T> {
+    let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    engine.backend = Backend::Recvmmsg;
+    engine.format = sc.kind.format();
+    engine.slot_size = 2048;
+    engine.reorder_window = sc.window;
+    // What is held when the stream ends is given up on by the clock while buffers still
+    // come back (at the stop no buffer would come back for the zeros of a long gap); a
+    // stall of a second mid-stream would be needed to make the clock decide earlier.
+    engine.reorder_timeout = Duration::from_secs(1);
+    engine.clock = clock(sc);
+    let buffer_items = sc.spp * (1 + (sc.first_seq % 9) as usize) + (sc.first_seq % 5) as usize;
+    // Room for a whole window (and more) in the buffers lent: what is held when the stream
+    // ends is written at the stop, when the consumer returns no more buffers.
+    let buffers = ((sc.window + 8) * sc.spp).div_ceil(buffer_items) + 3;
+    let cfg = InPlaceConfig {
+        engine,
+        decoder: Decoder::new(sc.enc.wire(sc.kind.format())).unwrap(),
+        depacketizer: depacketizer_config(sc),
+        buffers,
+    };
+    let mut rx = InPlaceReceiver::<T, Vec<T>>::start(cfg).unwrap();
+    for _ in 0..buffers {
+        rx.give(vec![T::default(); buffer_items]).unwrap();
+    }
+    let sent = arrivals.len() as u64;
+    let sender = send(stream, arrivals, rx.local_addr());
+    let mut out = Outcome::<T>::default();
+    let mut take = |f: fsdr_net_io::inplace::Filled<Vec<T>>, out: &mut Outcome<T>| {
+        add_tags(&mut out.tags, out.items.len(), &f.tags);
+        out.items.extend_from_slice(&f.buffer[..f.items]);
+        f.buffer
+    };
+    let start = Instant::now();
+    let mut quiet = None;
+    loop {
+        rx.receive(Duration::from_millis(20));
+        let mut any = false;
+        while let Some(f) = rx.take() {
+            any = true;
+            let b = take(f, &mut out);
+            rx.give(b).unwrap();
+        }
+        // Every datagram decided on (delivered or not), then a moment for the last buffer.
+        let st = rx.stats();
+        if sender.is_finished()
+            && st.received >= sent
+            && st.delivered + st.duplicates + st.late >= sent
+        {
+            let since = *quiet.get_or_insert_with(Instant::now);
+            if !any && since.elapsed() > Duration::from_millis(50) {
+                break;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no end: {sc:?}");
+    }
+    sender.join().unwrap();
+    let (s, _, rest) = rx.shutdown();
+    for f in rest {
+        take(f, &mut out);
+    }
+    assert_eq!(
+        s.kernel_drops + s.overflow + s.truncated + s.malformed,
+        0,
+        "{s}"
+    );
+    out.counts = engine_counts(&s);
+    out
 }
 
 /// Compares an outcome with the model, item by item; the message says where they part.
@@ -286,8 +383,19 @@ pub fn check<T: Sample>(sc: &Scenario, want: &Expected, got: &Outcome<T>) -> Res
     Ok(())
 }
 
+/// What a scenario runs through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Through {
+    /// The sequence layer and depacketizer by hand.
+    Pure,
+    /// An engine over loopback.
+    Engine,
+    /// An in-place receiver over loopback.
+    InPlace,
+}
+
 /// Runs `sc` through `run` with the item type of its encoding and checks it.
-pub fn run_and_check(sc: &Scenario, engine: bool) -> Result<(), String> {
+pub fn run_and_check(sc: &Scenario, through: Through) -> Result<(), String> {
     let stream = sc.stream();
     let arrivals = sc.arrivals(&stream);
     let want = super::reference::expect(sc, &stream, &arrivals);
@@ -296,19 +404,19 @@ pub fn run_and_check(sc: &Scenario, engine: bool) -> Result<(), String> {
         stream: &[Sent],
         arrivals: &[usize],
         want: &Expected,
-        engine: bool,
+        through: Through,
     ) -> Result<(), String> {
-        let got = if engine {
-            run_engine::<T>(sc, stream, arrivals)
-        } else {
-            run_pure::<T>(sc, stream, arrivals)
+        let got = match through {
+            Through::Pure => run_pure::<T>(sc, stream, arrivals),
+            Through::Engine => run_engine::<T>(sc, stream, arrivals),
+            Through::InPlace => run_inplace::<T>(sc, stream, arrivals),
         };
         check(sc, want, &got)
     }
     match sc.enc {
-        Enc::Sc16 => go::<Complex<i16>>(sc, &stream, &arrivals, &want, engine),
-        Enc::Sc8 => go::<Complex<i8>>(sc, &stream, &arrivals, &want, engine),
-        Enc::Fc32 => go::<Complex<f32>>(sc, &stream, &arrivals, &want, engine),
+        Enc::Sc16 => go::<Complex<i16>>(sc, &stream, &arrivals, &want, through),
+        Enc::Sc8 => go::<Complex<i8>>(sc, &stream, &arrivals, &want, through),
+        Enc::Fc32 => go::<Complex<f32>>(sc, &stream, &arrivals, &want, through),
     }
 }
 
