@@ -19,20 +19,12 @@
 use std::collections::VecDeque;
 
 use super::ItemBuffer;
-use super::receiver::{Current, Entry, Owned, Receive};
+use super::receiver::{Ahead, Current, Entry, Owned, Receive};
 use super::scatter::Placement;
 use crate::depacketizer::{DatagramIn, ItemTag};
 use crate::format::PacketInfo;
 use crate::sample::Item;
 use crate::seq::{Gap, Released, SeqEvent, SeqPacket, Widened};
-
-/// A datagram placed ahead of a gap: its payload is at its sample position, stream item
-/// `at`, while the items before it are still missing.
-pub(super) struct Ahead {
-    pub(super) at: u64,
-    pub(super) info: PacketInfo,
-    pub(super) arrival_ns: u64,
-}
 
 impl<B> Current<B> {
     /// Where the next items go: from the write position to the buffer's end (or to where

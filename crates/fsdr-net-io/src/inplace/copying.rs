@@ -3,8 +3,7 @@
 //! with the same accounting as the fast path.
 
 use super::ItemBuffer;
-use super::ahead::Ahead;
-use super::receiver::{Entry, Owned, Pattern, RELEARN, Receive};
+use super::receiver::{Ahead, Entry, Owned, Pattern, RELEARN, Receive};
 use crate::depacketizer::{DatagramIn, ItemTag};
 use crate::engine::classify;
 use crate::format::{PacketClass, PacketInfo};

@@ -92,6 +92,7 @@ use crate::{Error, sys};
 
 mod ahead;
 mod copying;
+mod layout;
 mod receiver;
 mod scatter;
 mod xdp;

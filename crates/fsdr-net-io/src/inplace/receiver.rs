@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use socket2::Socket;
 
-use super::ahead::Ahead;
+pub(super) use super::layout::{Area, Layout, Part, Unit};
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
 use crate::engine::receive::Pass;
@@ -21,7 +21,7 @@ use crate::sample::{Decoder, Item};
 use crate::seq::{Released, StreamOrder};
 use crate::socket::SourceFilter;
 use crate::stats::LocalCounts;
-use crate::sys::{self, RecvBatch, RecvMeta, Wait};
+use crate::sys::{self, RecvBatch, Wait};
 
 /// Header bytes a datagram's head area holds: the largest header the fast path places.
 pub(super) const HEAD_CAP: usize = 64;
@@ -44,6 +44,14 @@ pub(super) struct Pattern {
 /// A datagram copied out of the scatter areas, for the copying path.
 pub(super) struct Owned {
     pub(super) bytes: Vec<u8>,
+    pub(super) info: PacketInfo,
+    pub(super) arrival_ns: u64,
+}
+
+/// A datagram placed ahead of a gap (`ahead.rs`): its payload is at its sample position,
+/// stream item `at`, while the items before it are still missing.
+pub(super) struct Ahead {
+    pub(super) at: u64,
     pub(super) info: PacketInfo,
     pub(super) arrival_ns: u64,
 }
@@ -556,44 +564,4 @@ enum Ready {
     Acted,
     /// Nothing within the caller's wait.
     Nothing,
-}
-
-/// The body area set for one datagram position of a call (position `k`'s head area is the
-/// `k`-th of `heads`).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Layout {
-    /// Byte offset of the body area in the current buffer, and its length.
-    pub(super) at: usize,
-    pub(super) body: usize,
-}
-
-/// Where one iovec of an entry points.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Area {
-    /// The head area of a datagram position.
-    Head(usize),
-    /// The current buffer, from this byte offset.
-    Body(usize),
-    /// The spill area of an entry.
-    Spill(usize),
-}
-
-/// One iovec of an entry.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Part {
-    pub(super) area: Area,
-    pub(super) len: usize,
-}
-
-/// One datagram a call brought: a whole entry, or one datagram of a coalesced receive.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Unit {
-    /// Its entry, and where in the entry's bytes it starts.
-    pub(super) entry: usize,
-    pub(super) offset: usize,
-    /// Its own length and flags (for a coalesced receive's datagram, the receive's
-    /// source and control messages).
-    pub(super) meta: RecvMeta,
-    /// The position (index in `slots`) it landed in exactly, if it did.
-    pub(super) place: Option<usize>,
 }

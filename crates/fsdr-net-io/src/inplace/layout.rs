@@ -1,0 +1,45 @@
+//! Where the iovecs of one receive call point: each datagram position's areas, and the
+//! datagrams the call brought (types shared by `receiver.rs` and `scatter.rs`).
+
+use crate::sys::RecvMeta;
+
+/// The body area set for one datagram position of a call (position `k`'s head area is the
+/// `k`-th of `heads`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Layout {
+    /// Byte offset of the body area in the buffer the call lays out in (the current one, or
+    /// with datagrams placed ahead of a gap the last one taken), and its length.
+    pub(super) at: usize,
+    pub(super) body: usize,
+}
+
+/// Where one iovec of an entry points.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Area {
+    /// The head area of a datagram position.
+    Head(usize),
+    /// The current buffer, from this byte offset.
+    Body(usize),
+    /// The spill area of an entry.
+    Spill(usize),
+}
+
+/// One iovec of an entry.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Part {
+    pub(super) area: Area,
+    pub(super) len: usize,
+}
+
+/// One datagram a call brought: a whole entry, or one datagram of a coalesced receive.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unit {
+    /// Its entry, and where in the entry's bytes it starts.
+    pub(super) entry: usize,
+    pub(super) offset: usize,
+    /// Its own length and flags (for a coalesced receive's datagram, the receive's
+    /// source and control messages).
+    pub(super) meta: RecvMeta,
+    /// The position (index in `slots`) it landed in exactly, if it did.
+    pub(super) place: Option<usize>,
+}
