@@ -299,7 +299,7 @@ pub fn run_inplace<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]
     let sent = arrivals.len() as u64;
     let sender = send(stream, arrivals, rx.local_addr());
     let mut out = Outcome::<T>::default();
-    let mut take = |f: fsdr_net_io::inplace::Filled<Vec<T>>, out: &mut Outcome<T>| {
+    let take = |f: fsdr_net_io::inplace::Filled<Vec<T>>, out: &mut Outcome<T>| {
         add_tags(&mut out.tags, out.items.len(), &f.tags);
         out.items.extend_from_slice(&f.buffer[..f.items]);
         f.buffer
