@@ -37,11 +37,17 @@ struct Mode {
     inline: bool,
     /// UDP GRO on.
     gro: bool,
+    /// Zeros for missed items (the default); off, a gap only tags.
+    zero_fill: bool,
 }
 
 impl std::fmt::Display for Mode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "inline: {}, GRO: {}", self.inline, self.gro)
+        write!(
+            f,
+            "inline: {}, GRO: {}, zero fill: {}",
+            self.inline, self.gro, self.zero_fill
+        )
     }
 }
 
@@ -50,7 +56,18 @@ impl std::fmt::Display for Mode {
 fn cases() -> impl Iterator<Item = (Mode, Format)> {
     [(false, false), (true, false), (false, true), (true, true)]
         .into_iter()
-        .flat_map(|(inline, gro)| FORMATS.into_iter().map(move |f| (Mode { inline, gro }, f)))
+        .flat_map(|(inline, gro)| {
+            FORMATS.into_iter().map(move |f| {
+                (
+                    Mode {
+                        inline,
+                        gro,
+                        zero_fill: true,
+                    },
+                    f,
+                )
+            })
+        })
 }
 
 /// An in-place receiver's engine settings for `format` in `mode`.
@@ -105,7 +122,7 @@ fn stream_into<T: Item>(
         engine: engine_config(mode, format),
         decoder: Decoder::<T>::new(wire).unwrap(),
         depacketizer: DepacketizerConfig {
-            zero_fill: true,
+            zero_fill: mode.zero_fill,
             tick_rate: Some(20e6),
             ticks_per_item: Some(1.0),
             marks: None,
@@ -459,6 +476,7 @@ fn gro_stream(runs: &[(u64, usize, Send)]) -> (Stats, DepacketizerStats) {
         Mode {
             inline: false,
             gro: true,
+            zero_fill: true,
         },
         Format::Seq64,
     );
@@ -567,6 +585,7 @@ fn the_buffer_returned_last_is_filled_next_and_lending_is_bounded() {
     let mode = Mode {
         inline: false,
         gro: false,
+        zero_fill: true,
     };
     let mut rx = start_bytes(engine_config(mode, Format::Seq64), 4, 64 * 1024);
     assert!(rx.give(vec![0u8; 16]).is_err(), "a fifth buffer is refused");
@@ -606,7 +625,15 @@ fn the_buffer_returned_last_is_filled_next_and_lending_is_bounded() {
 /// window behind it.
 #[test]
 fn a_gap_costs_only_the_datagrams_that_show_it() {
-    for (mode, format) in cases().filter(|(m, _)| !m.gro) {
+    let modes = cases().filter(|(m, _)| !m.gro).chain(FORMATS.map(|f| {
+        let mode = Mode {
+            inline: false,
+            gro: false,
+            zero_fill: false,
+        };
+        (mode, f)
+    }));
+    for (mode, format) in modes {
         for every in [50u64, 1000, 5000] {
             let packets = (4 * every).max(2000) + 1;
             let faults = Faults {
@@ -627,21 +654,41 @@ fn a_gap_costs_only_the_datagrams_that_show_it() {
                 r.stats, r.dp, r.sent
             );
             assert_eq!(r.stats.missed, r.sent.dropped, "{ctx}");
-            assert_eq!(r.dp.zeros_inserted, r.sent.dropped_samples, "{ctx}");
-            assert_eq!(
-                check_timeline(&r.items, &ctx),
-                r.sent.dropped_samples,
-                "{ctx}"
-            );
+            let missed_tags = r
+                .tags
+                .iter()
+                .filter(|t| matches!(t.1, TagKind::Missed { .. }))
+                .count() as u64;
+            assert_eq!(missed_tags, r.sent.dropped, "one tag per gap: {ctx}");
+            if mode.zero_fill {
+                assert_eq!(r.dp.zeros_inserted, r.sent.dropped_samples, "{ctx}");
+                assert_eq!(
+                    check_timeline(&r.items, &ctx),
+                    r.sent.dropped_samples,
+                    "{ctx}"
+                );
+            } else {
+                // The samples that came, in order, and nothing else.
+                assert_eq!(r.items.len() as u64, r.sent.samples_sent, "{ctx}");
+                let index = |s: &Complex<i16>| ramp_index(s.re, s.im);
+                assert!(
+                    r.items.windows(2).all(|w| index(&w[1]) > index(&w[0])),
+                    "{ctx}"
+                );
+            }
             // The first datagram, and per gap at most one receive call's datagrams (the one
-            // that shows the gap and those that landed behind it); before, the reorder
-            // window's (64) behind every gap.
+            // that shows the gap and those that landed behind it; twice, for a window
+            // passed in the middle of a call); before, the reorder window's (64) behind
+            // every gap. (At one loss in 50 a new gap opens before the last is decided, and
+            // the share depends on how the receives fall: printed, not asserted.)
             let batch = engine_config(mode, format).batch as u64;
             let per_datagram = 4 * SPP;
-            assert!(
-                r.dp.copied_bytes <= (1 + r.sent.dropped * batch) * per_datagram,
-                "{ctx}"
-            );
+            if every >= 1000 {
+                assert!(
+                    r.dp.copied_bytes <= (1 + r.sent.dropped * 2 * batch) * per_datagram,
+                    "{ctx}"
+                );
+            }
             eprintln!(
                 "{format} ({mode}) 1/{every}: copied {} of {} bytes ({:.2}%), {} gaps",
                 r.dp.copied_bytes,

@@ -109,6 +109,11 @@ pub struct LossArgs {
     /// batches packets); 0 sends packets one at a time, one receiver wake-up each.
     #[arg(long, default_value_t = 100.0)]
     pub burst_us: f64,
+    /// The sender leaves out every Nth datagram (`usrp_sim --drop-every`): a lossy link, for
+    /// what gaps cost (the in-place source's copied bytes per GB). Delivered is then counted
+    /// against the datagrams sent.
+    #[arg(long)]
+    pub drop_every: Option<u64>,
     /// FutureSDR smol workers of the flowgraph receivers (fsdr-net's and FutureSDR's UdpSource
     /// alike); default (and 0): FutureSDR's default runtime, `Runtime::new()`, one worker per
     /// core, which is what every user gets.

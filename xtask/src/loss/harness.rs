@@ -179,6 +179,9 @@ impl Harness {
             .args(["--burst-us", &self.args.burst_us.to_string()])
             .args(["--duration", &seconds.to_string()])
             .stdout(Stdio::piped());
+        if let Some(n) = self.args.drop_every {
+            tx.args(["--drop-every", &n.to_string()]);
+        }
         match rate {
             Rate::MBps(mbps) => {
                 let sps = mbps * 1e6 / datagram * self.spp as f64;

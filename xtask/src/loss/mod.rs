@@ -123,6 +123,7 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             "datagram_bytes": args.size,
             "seconds": args.seconds,
             "burst_us": args.burst_us,
+            "drop_every": args.drop_every,
             "workers": h.workers,
             "cells": cells.iter().map(Cell::to_json).collect::<Vec<_>>(),
             "max_zero_loss": maxes.iter().map(|m| json!({
@@ -146,6 +147,9 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
                 .map_or("FutureSDR's default (one per core)".to_string(), |w| w
                     .to_string())
         );
+        if let Some(n) = args.drop_every {
+            println!("the sender left out every {n}th datagram (a loss in {n})");
+        }
         println!("{steal_line}");
         if let Some(max) = args.max_steal {
             println!(

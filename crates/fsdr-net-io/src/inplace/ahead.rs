@@ -100,8 +100,14 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
             _ => return None,
         };
-        let items = (p.payload / std::mem::size_of::<T>()) as u64;
-        Some((base + missing * items, base))
+        // The hole: what the writer puts there once the gap is given up on (zeros for the
+        // missing datagrams, nothing without zero filling).
+        let hole = Gap {
+            frames: missing,
+            bytes: Some(missing * p.payload as u64),
+            ambiguous: false,
+        };
+        Some((base + self.dp.zeros_before(&hole, p.payload), base))
     }
 
     /// The fast path for a datagram that is not simply the next one: when it is right behind
@@ -136,13 +142,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 seq: Some((w, packet)),
             };
         }
-        let items = (info.payload_len as usize / std::mem::size_of::<T>()) as u64;
+        let items = self.dp.decoder().items_in(info.payload_len as usize) as u64;
         let entry = Entry::Ahead(Ahead {
             at,
             info: *info,
             arrival_ns,
         });
-        self.placed_ahead(at, items, w.ext);
+        self.placed_ahead(at, items, w.ext, arrival_ns);
         let o = self.order.as_mut().expect("sequence tracking");
         let before = self.released.len();
         let restored = o.push(w, &packet, entry, &mut self.released);
@@ -167,14 +173,15 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             if !r.deliver || pos + self.dp.zeros_before(&r.gap, payload) != a.at {
                 return false;
             }
-            pos = a.at + (payload / std::mem::size_of::<T>()) as u64;
+            pos = a.at + self.dp.decoder().items_in(payload) as u64;
         }
         true
     }
 
-    /// Notes a datagram of `items` items placed ahead at `at`, widened number `ext`.
-    pub(super) fn placed_ahead(&mut self, at: u64, items: u64, ext: u64) {
-        self.ahead_at.push_back(at);
+    /// Notes a datagram of `items` items placed ahead at `at`, widened number `ext`, that
+    /// arrived at `arrival_ns`.
+    pub(super) fn placed_ahead(&mut self, at: u64, items: u64, ext: u64, arrival_ns: u64) {
+        self.ahead_at.push_back((at, arrival_ns));
         self.frontier = Some((at + items, ext));
     }
 
@@ -237,7 +244,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let Some(last) = self.ahead.back() else {
             return;
         };
-        if self.ahead_at.back().is_some_and(|&at| at >= last.start) {
+        if self
+            .ahead_at
+            .back()
+            .is_some_and(|&(at, _)| at >= last.start)
+        {
             return;
         }
         let c = self.ahead.pop_back().expect("a buffer");
@@ -282,7 +293,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }));
         c.pos += n;
         c.datagrams += 1;
-        debug_assert_eq!(self.ahead_at.front(), Some(&a.at));
+        debug_assert_eq!(self.ahead_at.front().map(|f| f.0), Some(a.at));
         self.ahead_at.pop_front();
         let counters = &self.shared.engine.counters.consumer;
         counters.delivered.add(1);
@@ -322,7 +333,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let need = self.dp.zeros_before(gap, payload) + self.dp.max_items(payload) as u64;
         self.ahead_at
             .front()
-            .is_some_and(|&next| self.write_pos() + need <= next)
+            .is_some_and(|&(next, _)| self.write_pos() + need <= next)
     }
 
     /// Turns every datagram placed ahead and not written yet — held in the reorder stage or
@@ -344,6 +355,20 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         tracing::trace!(moved, "in-place: datagrams placed ahead copied back out");
         self.ahead_at.clear();
         self.reset_frontier();
+    }
+
+    /// Hands the current buffer over because it is due: datagrams placed ahead in it are
+    /// copied back out first (it may not wait longer for its hole).
+    pub(super) fn hand_over_now(&mut self) {
+        if !self.released.is_empty() {
+            self.deliver_released();
+        }
+        if !self.may_hand_over() {
+            let mut rest = std::mem::take(&mut self.released);
+            self.evacuate(&mut rest);
+            self.released = rest;
+        }
+        self.hand_over();
     }
 
     /// Once nothing placed ahead waits: the next datagram in order lands at the write

@@ -78,8 +78,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 // so that the datagrams after it land in place.
                 let entry = match self.ahead_target(&w, &info) {
                     Some((at, base)) if self.put_ahead(at, base, &owned.bytes[info.payload()]) => {
-                        let items = (info.payload_len as usize / std::mem::size_of::<T>()) as u64;
-                        self.placed_ahead(at, items, w.ext);
+                        let items = self.dp.decoder().items_in(info.payload_len as usize) as u64;
+                        self.placed_ahead(at, items, w.ext, arrival_ns);
                         self.spare.push(owned.bytes);
                         Entry::Ahead(Ahead {
                             at,

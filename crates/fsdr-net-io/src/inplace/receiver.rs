@@ -110,8 +110,9 @@ pub(super) struct Receive<T, B> {
     /// Buffers after the current one that datagrams placed ahead of a gap went into, in
     /// stream order (`ahead.rs`).
     pub(super) ahead: std::collections::VecDeque<Current<B>>,
-    /// The stream positions of the datagrams placed ahead and not released yet, in order.
-    pub(super) ahead_at: std::collections::VecDeque<u64>,
+    /// The stream positions of the datagrams placed ahead and not released yet, in order,
+    /// and when each arrived.
+    pub(super) ahead_at: std::collections::VecDeque<(u64, u64)>,
     /// With datagrams placed ahead: where the next one in order goes (the end of the
     /// furthest one), and that one's widened sequence number.
     pub(super) frontier: Option<(u64, u64)>,
@@ -457,9 +458,21 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// moderation), if it holds anything.
     pub(super) fn hand_over_due(&self) -> Option<WakeSchedule> {
         let c = self.cur.as_ref()?;
-        (c.pos > 0 && self.ahead_at.is_empty()).then(|| {
-            self.coalesce
-                .schedule(c.datagrams as u64, c.first_ns, self.last_handover_ns)
+        (c.pos > 0).then(|| {
+            let mut due =
+                self.coalesce
+                    .schedule(c.datagrams as u64, c.first_ns, self.last_handover_ns);
+            if !self.ahead_at.is_empty() {
+                // A hole waits for its gap to be decided: within the reorder window, or the
+                // reorder timeout after the datagram behind it came (a slow stream). Only if
+                // it is not decided even then does the buffer go, the datagrams placed ahead
+                // copied back out first (`ahead.rs`).
+                let behind_ns = self.ahead_at.front().map_or(0, |&(_, arrival)| arrival);
+                let held_ns = behind_ns.saturating_add(self.reorder_timeout.as_nanos() as u64);
+                due.on_receive = u64::MAX;
+                due.at_latest = due.at_latest.max(held_ns);
+            }
+            due
         })
     }
 
@@ -477,7 +490,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let due = self.hand_over_due();
         // Right after a receive: hand over now if that receive made it due.
         if due.is_some_and(|d| sys::monotonic_ns() >= d.on_receive) {
-            self.hand_over();
+            self.hand_over_now();
             return Ready::Acted;
         }
         let limit = max_wait.map(|w| sys::monotonic_ns() + w.as_nanos() as u64);
@@ -507,7 +520,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             .hand_over_due()
             .is_some_and(|due| sys::monotonic_ns() >= due.at_latest)
         {
-            self.hand_over();
+            self.hand_over_now();
             acted = true;
         }
         if acted || limit.is_none() {

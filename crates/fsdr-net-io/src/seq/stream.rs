@@ -231,13 +231,14 @@ impl<T> StreamOrder<T> {
     /// Gives up on the oldest missing datagrams until `w` is within the window, as
     /// [`push`](Self::push) would before taking it; appends what that releases to `out`.
     pub fn make_room(&mut self, w: &Widened, out: &mut Vec<Released<T>>) {
+        let expected = self.reorder.tracker().expected();
         let mut scratch = std::mem::take(&mut self.scratch);
         while self.lead(w).is_some_and(|l| l.frames > l.window)
             && self.reorder.flush_oldest(&mut scratch)
         {}
         self.release(&mut scratch, out);
         self.scratch = scratch;
-        self.note_held();
+        self.note_held(expected);
     }
 
     /// The datagrams held for a missing one, in order, to change in place.
@@ -259,6 +260,7 @@ impl<T> StreamOrder<T> {
     /// put back in order by this call.
     pub fn push(&mut self, w: Widened, p: &SeqPacket, item: T, out: &mut Vec<Released<T>>) -> u64 {
         let before = self.reorder.restored();
+        let expected = self.reorder.tracker().expected();
         let held = Held {
             item,
             start: w.start,
@@ -272,7 +274,7 @@ impl<T> StreamOrder<T> {
         self.reorder.push(w.ext, held, &mut scratch);
         self.release(&mut scratch, out);
         self.scratch = scratch;
-        self.note_held();
+        self.note_held(expected);
         self.reorder.restored() - before
     }
 
@@ -324,10 +326,15 @@ impl<T> StreamOrder<T> {
         }
     }
 
-    fn note_held(&mut self) {
+    /// Keeps `held_since` the time the oldest missing datagram became the one waited for:
+    /// set when something is first held, and again whenever the expected number moved on
+    /// (`expected` is the tracker's before the call) while datagrams are still held — a
+    /// window passed or a late one came — so that the reorder timeout counts for the gap
+    /// now waited for, not for one decided meanwhile.
+    fn note_held(&mut self, expected: Option<u64>) {
         if self.reorder.held() == 0 {
             self.held_since = None;
-        } else if self.held_since.is_none() {
+        } else if self.held_since.is_none() || self.reorder.tracker().expected() != expected {
             self.held_since = Some(Instant::now());
         }
     }
@@ -359,5 +366,47 @@ impl<T> StreamOrder<T> {
         self.release(&mut scratch, out);
         self.scratch = scratch;
         self.held_since = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seq::SeqPacket;
+
+    /// The reorder timeout counts for the gap waited for now: when a window passes and the
+    /// oldest gap is decided while a later one is still open, `held_since` starts again.
+    #[test]
+    fn held_since_starts_again_when_the_oldest_gap_is_decided() {
+        let tracking = Tracking::for_format(Format::Seq64, 1).unwrap();
+        let mut order = StreamOrder::<u64>::new(tracking, 4);
+        let mut out = Vec::new();
+        let push = |order: &mut StreamOrder<u64>, seq: u64, out: &mut Vec<_>| {
+            let p = SeqPacket {
+                seq,
+                payload: 8,
+                ..Default::default()
+            };
+            let w = order.widen(&p);
+            order.push(w, &p, seq, out);
+        };
+        // 2 is missing: 3 is held.
+        for seq in [1, 3] {
+            push(&mut order, seq, &mut out);
+        }
+        let first = order.held_since().expect("3 is held");
+        // 4 is missing too; 5 and 6 are held behind it, 7 passes the window for 2.
+        for seq in [5, 6] {
+            push(&mut order, seq, &mut out);
+        }
+        assert_eq!(order.held_since(), Some(first), "still waiting for 2");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let before = Instant::now();
+        push(&mut order, 7, &mut out);
+        assert_eq!(order.held(), 3, "5, 6 and 7 wait for 4");
+        assert!(
+            order.held_since().is_some_and(|t| t >= before),
+            "waiting for 4 since now"
+        );
     }
 }
