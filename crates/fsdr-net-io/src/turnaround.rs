@@ -309,7 +309,8 @@ fn receive_answers(
 }
 
 /// The floor: receives on `rx` with `recvmmsg` and sends each batch on to `dest` with
-/// `sendmmsg`, unchanged, until `stop`; counts the datagrams passed on in `passed`.
+/// `sendmmsg`, unchanged, until `stop` (and then what is queued); counts the datagrams
+/// passed on in `passed`.
 pub fn bare_loop(
     rx: UdpSocket,
     dest: SocketAddr,
@@ -329,14 +330,18 @@ pub fn bare_loop(
     let mut sender = Sender::new(&cfg).map_err(io::Error::other)?;
     let mut batch = RecvBatch::new(BATCH);
     let mut bufs = vec![[0u8; MAX_DATAGRAM]; BATCH];
-    while !stop.load(Ordering::Relaxed) {
+    // Once stopped, what is queued still goes on (without waiting for more).
+    let mut stopping = false;
+    loop {
+        stopping |= stop.load(Ordering::Relaxed);
         for (i, b) in bufs.iter_mut().enumerate() {
             // SAFETY: the buffers live in this function and nothing else touches them until
             // the receive call below returns; the batch forgets them after it.
             // Checked by: `the_probe_measures_the_bare_loop_packet_by_packet` under ASan.
             unsafe { batch.set_buffer(i, b.as_mut_ptr(), b.len()) };
         }
-        let n = match batch.recv(&rx, BATCH, Wait::ForOne) {
+        let wait = if stopping { Wait::No } else { Wait::ForOne };
+        let n = match batch.recv(&rx, BATCH, wait) {
             Ok(n) => n,
             Err(e)
                 if matches!(
@@ -344,6 +349,9 @@ pub fn bare_loop(
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
+                if stopping {
+                    break;
+                }
                 continue;
             }
             Err(e) => return Err(e),

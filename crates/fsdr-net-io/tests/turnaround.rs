@@ -11,6 +11,15 @@ use fsdr_net_io::turnaround::{Probe, bare_loop};
 #[test]
 fn the_probe_measures_the_bare_loop_packet_by_packet() {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // The loop's receive buffer before anything is sent: the loop sets it too, but its
+    // thread may start after the first packets (under ASan a few were dropped at the
+    // default size once).
+    nix::sys::socket::setsockopt(
+        &rx,
+        nix::sys::socket::sockopt::RcvBufForce,
+        &fsdr_net_io::socket::DEFAULT_RECV_BUFFER,
+    )
+    .unwrap();
     let to = rx.local_addr().unwrap();
     // The probe's answer port: a free one.
     let back = UdpSocket::bind("127.0.0.1:0")
