@@ -155,7 +155,9 @@ pub struct TuningArgs {
     #[arg(long, value_parser = parse_f64)]
     pub latency_budget_ms: Option<f64>,
     /// Wake the flowgraph at most every this many microseconds under load (0: after every
-    /// receive call); default: the engine's (adaptive, 50 µs / 64 datagrams).
+    /// receive call); default: the blocks' 2 ms latency budget (at once when sparse, at most
+    /// every 1 ms under load), for engine-only receivers the engine's (adaptive, 50 µs / 64
+    /// datagrams).
     #[arg(long, value_parser = parse_f64)]
     pub coalesce_us: Option<f64>,
     /// With --coalesce-us: wake at once when this many datagrams wait. Raise it with a longer
@@ -171,6 +173,9 @@ pub struct TuningArgs {
     /// and 64).
     #[arg(long)]
     pub buffer_datagrams: Option<usize>,
+    /// The in-place source's buffers in its ring (default: the builder's, 32).
+    #[arg(long)]
+    pub in_place_buffers: Option<usize>,
     /// Datagrams per receive call (default: the engine's).
     #[arg(long)]
     pub batch: Option<usize>,
@@ -203,6 +208,11 @@ pub struct TuningArgs {
     /// hand-over, at the cost of idle CPUs spinning.
     #[arg(long, value_parser = parse_f64)]
     pub cpu_latency_us: Option<f64>,
+    /// The low-latency preset (`UdpSourceBuilder::low_latency`): wake the flowgraph after
+    /// every receive, keep idle CPUs polling, SCHED_FIFO 50 for the receive thread (each
+    /// unless given otherwise). Needs root.
+    #[arg(long)]
+    pub low_latency: bool,
     /// AF_XDP.
     #[command(flatten)]
     pub xdp: XdpArgs,
@@ -215,9 +225,14 @@ impl TuningArgs {
         &self,
         b: fsdr_net::UdpSourceBuilder<T>,
     ) -> fsdr_net::UdpSourceBuilder<T> {
+        let b = if self.low_latency { b.low_latency() } else { b };
         let b = b
             .batch_workers(!self.normal_workers)
             .configure(|c| self.apply(c));
+        let b = match self.in_place_buffers {
+            Some(n) => b.in_place_buffers(n),
+            None => b,
+        };
         match self.buffer_datagrams {
             Some(n) => b.buffer_datagrams(n),
             None => b,
@@ -257,6 +272,14 @@ impl TuningArgs {
         cfg.socket.timestamps |= self.kernel_timestamps;
         if let Some(ms) = self.latency_budget_ms {
             cfg.latency_budget = (ms > 0.0).then(|| Duration::from_secs_f64(ms * 1e-3));
+        }
+        if self.low_latency {
+            // The preset for the engine-only receivers (the blocks take the builder's).
+            cfg.coalesce = Coalesce::Off;
+            cfg.cpu_latency.get_or_insert(Duration::ZERO);
+            cfg.threads
+                .fifo_priority
+                .get_or_insert(fsdr_net::UdpSourceBuilder::<u8>::LOW_LATENCY_PRIORITY);
         }
         if let Some(us) = self.coalesce_us {
             cfg.coalesce = if us <= 0.0 {

@@ -9,7 +9,7 @@ use fsdr_net_io::depacketizer::{Depacketizer, DepacketizerConfig};
 use fsdr_net_io::engine::ReuseportSpread;
 use fsdr_net_io::sample::{Decoder, Item, WireFormat};
 use fsdr_net_io::socket::{Multicast, SourceFilter};
-use fsdr_net_io::{Backend, Engine, EngineConfig, Format, StreamSelector};
+use fsdr_net_io::{Backend, Coalesce, Engine, EngineConfig, Format, StreamSelector};
 use fsdr_net_lttng::Marks;
 
 use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
@@ -37,6 +37,9 @@ pub struct UdpSourceBuilder<T> {
     batch_workers: bool,
     backend_set: bool,
     in_place_buffers: usize,
+    /// `coalesce` was given (or changed through `configure`): it wins over the budget.
+    coalesce_set: bool,
+    low_latency: bool,
     _items: PhantomData<T>,
 }
 
@@ -44,7 +47,10 @@ impl<T: Item> UdpSourceBuilder<T> {
     pub(super) fn new(bind: impl ToSocketAddrs + std::fmt::Debug) -> Self {
         Self {
             bind: fsdr_net_io::resolve(bind).map_err(|e| e.to_string()),
-            cfg: EngineConfig::new(SocketAddr::from(([0, 0, 0, 0], 0))),
+            cfg: EngineConfig {
+                coalesce: Coalesce::for_latency_budget(Self::DEFAULT_LATENCY_BUDGET),
+                ..EngineConfig::new(SocketAddr::from(([0, 0, 0, 0], 0)))
+            },
             wire: None,
             zero_fill: false,
             stats_interval: Some(Duration::from_secs(1)),
@@ -58,6 +64,8 @@ impl<T: Item> UdpSourceBuilder<T> {
             batch_workers: true,
             backend_set: false,
             in_place_buffers: 32,
+            coalesce_set: false,
+            low_latency: false,
             _items: PhantomData,
         }
     }
@@ -205,10 +213,58 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.cfg.socket.gro = on;
         self
     }
-    /// How often the receive side wakes the block under load (default
-    /// [`Coalesce::Adaptive`](fsdr_net_io::Coalesce) with 64 datagrams / 50 µs: at once
-    /// when traffic is sparse, at most every 50 µs under load). A longer time trades latency
-    /// for CPU: each wake-up costs FutureSDR's workers about 20–30 µs on a 2-vCPU VM.
+    /// The default [`latency_budget`](Self::latency_budget): 2 ms from arrival to the
+    /// block's output under load.
+    pub const DEFAULT_LATENCY_BUDGET: Duration = Duration::from_millis(2);
+    /// SCHED_FIFO priority of the receive thread with [`low_latency`](Self::low_latency).
+    pub const LOW_LATENCY_PRIORITY: i32 = 50;
+
+    /// The one setting that trades CPU for latency: how long a datagram may take from its
+    /// arrival to the block's output under load (default 2 ms). The receive side wakes the
+    /// block at most every half of it while datagrams keep coming, and at once when traffic
+    /// is sparse ([`Coalesce::for_latency_budget`](fsdr_net_io::Coalesce::for_latency_budget));
+    /// each wake-up it saves spares FutureSDR's workers 20–30 µs on a 2-vCPU VM. Measured
+    /// (docs/PERFORMANCE.md, "The latency budget"): with the 2 ms default `UdpSource` costs
+    /// 0.69–0.79× the CPU per GB of the former 50 µs wake-ups, and arrival to sink stays
+    /// under 0.9 ms at p99 at 200 Msps.
+    /// `Duration::ZERO` wakes after every receive; see [`low_latency`](Self::low_latency)
+    /// for the preset. An explicit [`coalesce`](Self::coalesce) wins. (Not the engine's
+    /// [`EngineConfig::latency_budget`], which bounds the queue when the flowgraph falls
+    /// behind.)
+    ///
+    /// ```
+    /// # use fsdr_net::UdpSource;
+    /// # use futuresdr::num_complex::Complex32;
+    /// # use std::time::Duration;
+    /// let src = UdpSource::<Complex32>::builder("127.0.0.1:0")
+    ///     .latency_budget(Duration::from_micros(200))
+    ///     .build()?;
+    /// # Ok::<(), fsdr_net::Error>(())
+    /// ```
+    pub fn latency_budget(mut self, budget: Duration) -> Self {
+        if !self.coalesce_set {
+            self.cfg.coalesce = Coalesce::for_latency_budget(budget);
+        }
+        self
+    }
+
+    /// The low-latency preset: a zero [`latency_budget`](Self::latency_budget) (a wake-up
+    /// after every receive), idle CPUs kept polling while it runs
+    /// ([`cpu_latency`](Self::cpu_latency) zero) and the receive thread at SCHED_FIFO
+    /// priority [`LOW_LATENCY_PRIORITY`](Self::LOW_LATENCY_PRIORITY) unless set otherwise.
+    /// Needs root (or CAP_SYS_NICE and access to `/dev/cpu_dma_latency`): building fails
+    /// with a clear error otherwise. Measured: arrival to sink p99 64–105 µs at 200 Msps on a
+    /// 2-vCPU VM (`cargo xtask latency --usrp --rate 200e6 -- --low-latency`), at the cost of
+    /// the most wake-ups and idle CPUs that spin.
+    pub fn low_latency(mut self) -> Self {
+        self.low_latency = true;
+        self.latency_budget(Duration::ZERO)
+    }
+
+    /// How often the receive side wakes the block under load, given explicitly (it wins over
+    /// [`latency_budget`](Self::latency_budget), whose 2 ms default gives
+    /// `Coalesce::Adaptive { frames: usize::MAX, time: 1 ms }`: at once when traffic is
+    /// sparse, at most every 0.5–1 ms under load).
     ///
     /// For the in-place source at high rates, a time long enough that a *full buffer*
     /// decides each hand-over is the cheapest setting measured (UDP GRO on, about 1.2 MB per
@@ -234,8 +290,9 @@ impl<T: Item> UdpSourceBuilder<T> {
     ///     .build_in_place()?;
     /// # Ok::<(), fsdr_net::Error>(())
     /// ```
-    pub fn coalesce(mut self, coalesce: fsdr_net_io::Coalesce) -> Self {
+    pub fn coalesce(mut self, coalesce: Coalesce) -> Self {
         self.cfg.coalesce = coalesce;
+        self.coalesce_set = true;
         self
     }
     /// `reuseport` threads and optional cBPF spreading.
@@ -251,7 +308,9 @@ impl<T: Item> UdpSourceBuilder<T> {
     }
     /// Any other engine option.
     pub fn configure(mut self, f: impl FnOnce(&mut EngineConfig)) -> Self {
+        let before = self.cfg.coalesce;
         f(&mut self.cfg);
+        self.coalesce_set |= self.cfg.coalesce != before;
         self
     }
     /// Send all counters on the `stats` port this often (`None`: only the final message;
@@ -327,6 +386,12 @@ impl<T: Item> UdpSourceBuilder<T> {
         cfg.socket.bind = self.bind.clone().map_err(Error::Config)?;
         // VRT/DIFI context packets become setting tags and `context` messages.
         cfg.deliver_context |= cfg.format == Format::Vrt;
+        if self.low_latency {
+            cfg.cpu_latency.get_or_insert(Duration::ZERO);
+            cfg.threads
+                .fifo_priority
+                .get_or_insert(Self::LOW_LATENCY_PRIORITY);
+        }
         if self.buffer_datagrams == Some(0) {
             return Err(Error::config("buffer_datagrams must be at least 1"));
         }

@@ -34,18 +34,9 @@ pub struct TurnaroundArgs {
 fn modes(root: bool) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut m = vec![("default runtime", vec![])];
     if root {
-        // Wake at once, keep idle CPUs polling, a real-time receive thread.
-        m.push((
-            "lowest latency",
-            vec![
-                "--coalesce-us",
-                "0",
-                "--cpu-latency-us",
-                "0",
-                "--rx-priority",
-                "50",
-            ],
-        ));
+        // The low-latency preset: wake at once, keep idle CPUs polling, a real-time receive
+        // thread.
+        m.push(("lowest latency", vec!["--low-latency"]));
     }
     m.push(("bare recvmmsg→sendmmsg", vec!["--bare"]));
     m

@@ -96,6 +96,34 @@ pub(crate) struct WakeSchedule {
 }
 
 impl Coalesce {
+    /// The wake moderation for a latency budget: how long a datagram may take from its
+    /// arrival to the consumer under load. Half of it is the longest a datagram waits for its
+    /// wake-up (the other half is left for the hand-over and the consumer's scheduling), and
+    /// sparse traffic wakes at once ([`Coalesce::Adaptive`], no datagram count). A zero budget
+    /// wakes after every receive ([`Coalesce::Off`]): the lowest latency and the most
+    /// wake-ups. The blocks' builder sets it with `latency_budget` (default 2 ms).
+    ///
+    /// ```
+    /// use fsdr_net_io::Coalesce;
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!(Coalesce::for_latency_budget(Duration::ZERO), Coalesce::Off);
+    /// assert_eq!(
+    ///     Coalesce::for_latency_budget(Duration::from_millis(2)),
+    ///     Coalesce::Adaptive { frames: usize::MAX, time: Duration::from_millis(1) },
+    /// );
+    /// ```
+    pub fn for_latency_budget(budget: Duration) -> Coalesce {
+        if budget.is_zero() {
+            Coalesce::Off
+        } else {
+            Coalesce::Adaptive {
+                frames: usize::MAX,
+                time: budget / 2,
+            }
+        }
+    }
+
     /// When `pending` datagrams, the first of them handed over at `first_ns`, must wake the
     /// consumer, given its last wake-up at `last_wake_ns`.
     pub(crate) fn schedule(&self, pending: u64, first_ns: u64, last_wake_ns: u64) -> WakeSchedule {
