@@ -28,7 +28,7 @@ fn builder() -> UdpSourceBuilder<u8> {
 #[test]
 fn the_budget_sets_the_wake_moderation() {
     let every = |ms: u64| Coalesce::Adaptive {
-        frames: usize::MAX,
+        frames: Coalesce::BUDGET_FRAMES,
         time: Duration::from_millis(ms),
     };
     assert_eq!(

@@ -221,12 +221,13 @@ impl<T: Item> UdpSourceBuilder<T> {
 
     /// The one setting that trades CPU for latency: how long a datagram may take from its
     /// arrival to the block's output under load (default 2 ms). The receive side wakes the
-    /// block at most every half of it while datagrams keep coming, and at once when traffic
-    /// is sparse ([`Coalesce::for_latency_budget`](fsdr_net_io::Coalesce::for_latency_budget));
+    /// block at most every half of it while datagrams keep coming (sooner when 64 wait; the
+    /// in-place source when a buffer is full), and at once when traffic is sparse
+    /// ([`Coalesce::for_latency_budget`](fsdr_net_io::Coalesce::for_latency_budget));
     /// each wake-up it saves spares FutureSDR's workers 20–30 µs on a 2-vCPU VM. Measured
     /// (docs/PERFORMANCE.md, "The latency budget"): with the 2 ms default `UdpSource` costs
-    /// 0.69–0.79× the CPU per GB of the former 50 µs wake-ups, and arrival to sink stays
-    /// under 0.9 ms at p99 at 200 Msps.
+    /// 0.66–0.91× the CPU per GB of the former 50 µs wake-ups (8000 B at 0.8–2 GB/s, 1472 B
+    /// at 393 MB/s), and arrival to sink stays under 0.75 ms at p99 at 200 Msps.
     /// `Duration::ZERO` wakes after every receive; see [`low_latency`](Self::low_latency)
     /// for the preset. An explicit [`coalesce`](Self::coalesce) wins. (Not the engine's
     /// [`EngineConfig::latency_budget`], which bounds the queue when the flowgraph falls
@@ -263,8 +264,8 @@ impl<T: Item> UdpSourceBuilder<T> {
 
     /// How often the receive side wakes the block under load, given explicitly (it wins over
     /// [`latency_budget`](Self::latency_budget), whose 2 ms default gives
-    /// `Coalesce::Adaptive { frames: usize::MAX, time: 1 ms }`: at once when traffic is
-    /// sparse, at most every 0.5–1 ms under load).
+    /// `Coalesce::Adaptive { frames: 64, time: 1 ms }`: at once when traffic is sparse, at
+    /// most every 0.5–1 ms under load).
     ///
     /// For the in-place source at high rates, a time long enough that a *full buffer*
     /// decides each hand-over is the cheapest setting measured (UDP GRO on, about 1.2 MB per
@@ -459,6 +460,13 @@ impl<T: Item> UdpSourceBuilder<T> {
             block: _,
         } = self.parts()?;
         cfg.backend = if xdp { Backend::Xdp } else { Backend::Recvmmsg };
+        // In place a full buffer is the unit handed over: the budget's time alone decides.
+        if let (false, Coalesce::Adaptive { time, .. }) = (self.coalesce_set, cfg.coalesce) {
+            cfg.coalesce = Coalesce::Adaptive {
+                frames: usize::MAX,
+                time,
+            };
+        }
         let items = self.buffer_datagrams.unwrap_or(64)
             * (decoder.items_in(cfg.slot_size) + decoder.items_per_unit());
         let marks = dp_cfg.marks.as_ref().map(|m| ProbeSpec {
