@@ -66,6 +66,11 @@
 //! }
 //! ```
 //!
+//! Latency against CPU is one setting: [`UdpSourceBuilder::latency_budget`] (default 2 ms:
+//! under load the block is woken at most every millisecond, at once when traffic is sparse);
+//! [`UdpSourceBuilder::low_latency`] is the preset for the other end (a wake-up after every
+//! receive, polling idle CPUs, a real-time receive thread; needs root).
+//!
 //! Cargo features: `uring` (default) for the io_uring backends and sink; `lttng` for real
 //! LTTng-UST tracepoints; `flow_scheduler` for FutureSDR's flow scheduler.
 
