@@ -14,15 +14,27 @@ use fsdr_net::prelude::*;
 use fsdr_net::{Error, UdpSourceBuilder};
 use futuresdr::runtime::dev::prelude::*;
 
+/// What a builder's engine settings end up with, as `read` sees them.
+fn seen<R>(b: UdpSourceBuilder<u8>, read: impl FnOnce(&EngineConfig) -> R) -> R {
+    let mut seen = None;
+    let _ = b.configure(|c: &mut EngineConfig| seen = Some(read(c)));
+    seen.expect("configure runs its closure")
+}
+
 /// The wake moderation a builder ends up with.
 fn coalesce_of(b: UdpSourceBuilder<u8>) -> Coalesce {
-    let mut seen = None;
-    let _ = b.configure(|c: &mut EngineConfig| seen = Some(c.coalesce));
-    seen.expect("configure runs its closure")
+    seen(b, |c| c.coalesce)
 }
 
 fn builder() -> UdpSourceBuilder<u8> {
     UdpSource::<u8>::builder("127.0.0.1:0")
+}
+
+/// A builder whose engine settings were edited through `configure`, then given a budget.
+fn edited_then_budgeted(edit: impl FnOnce(&mut EngineConfig)) -> UdpSourceBuilder<u8> {
+    builder()
+        .configure(edit)
+        .latency_budget(Duration::from_millis(10))
 }
 
 #[test]
@@ -59,19 +71,22 @@ fn the_budget_sets_the_wake_moderation() {
         explicit
     );
     assert_eq!(
-        coalesce_of(
-            builder()
-                .configure(|c| c.coalesce = explicit)
-                .latency_budget(Duration::from_millis(10))
-        ),
+        coalesce_of(edited_then_budgeted(|c| c.coalesce = explicit)),
         explicit
     );
+    // Under load the socket is read every eighth of the budget, and on every arrival with a
+    // zero budget; an interval set through `configure` wins.
+    let poll = |b: UdpSourceBuilder<u8>| seen(b, |c| c.poll_interval);
+    assert_eq!(poll(builder()), Some(Duration::from_micros(250)));
+    assert_eq!(poll(builder().latency_budget(Duration::ZERO)), None);
+    assert_eq!(poll(builder().low_latency()), None);
+    assert_eq!(poll(edited_then_budgeted(|c| c.poll_interval = None)), None);
     // The engine's own queue bound is another setting, left as it is.
-    let mut bound = None;
-    let _ = builder()
-        .latency_budget(Duration::ZERO)
-        .configure(|c| bound = Some(c.latency_budget));
-    assert_eq!(bound, Some(Some(Duration::from_millis(20))));
+    assert_eq!(
+        seen(builder().latency_budget(Duration::ZERO), |c| c
+            .latency_budget),
+        Some(Duration::from_millis(20))
+    );
 }
 
 /// The scheduling policy of this process's receive threads (`fsdr-net-rx*`).
@@ -120,12 +135,12 @@ fn the_low_latency_preset_runs_the_receive_thread_real_time_or_says_why_not() {
         }
     }
     // A priority given explicitly is kept.
-    let mut prio = None;
-    let _ = builder()
-        .fifo_priority(7)
-        .low_latency()
-        .configure(|c| prio = c.threads.fifo_priority);
-    assert_eq!(prio, Some(7));
+    assert_eq!(
+        seen(builder().fifo_priority(7).low_latency(), |c| c
+            .threads
+            .fifo_priority),
+        Some(7)
+    );
 }
 
 /// Counts what arrives, shared with the test.

@@ -165,6 +165,11 @@ pub struct TuningArgs {
     /// 393 MB/s).
     #[arg(long, default_value_t = 64)]
     pub coalesce_frames: usize,
+    /// Under load, read the socket at most every this many microseconds (0: on every
+    /// arrival); default: the blocks' latency budget's (an eighth of 2 ms), for engine-only
+    /// receivers on every arrival.
+    #[arg(long, value_parser = parse_f64)]
+    pub poll_us: Option<f64>,
     /// Datagram slots of the engine (default: the engine's).
     #[arg(long)]
     pub slots: Option<usize>,
@@ -280,6 +285,9 @@ impl TuningArgs {
             cfg.threads
                 .fifo_priority
                 .get_or_insert(fsdr_net::UdpSourceBuilder::<u8>::LOW_LATENCY_PRIORITY);
+        }
+        if let Some(us) = self.poll_us {
+            cfg.poll_interval = (us > 0.0).then(|| Duration::from_secs_f64(us * 1e-6));
         }
         if let Some(us) = self.coalesce_us {
             cfg.coalesce = if us <= 0.0 {

@@ -23,7 +23,7 @@ use crate::probe::ProbeSpec;
 #[derive(Debug, Clone)]
 pub struct UdpSourceBuilder<T> {
     bind: Result<SocketAddr, String>,
-    cfg: EngineConfig,
+    pub(super) cfg: EngineConfig,
     wire: Option<WireFormat>,
     zero_fill: bool,
     stats_interval: Option<Duration>,
@@ -38,8 +38,10 @@ pub struct UdpSourceBuilder<T> {
     backend_set: bool,
     in_place_buffers: usize,
     /// `coalesce` was given (or changed through `configure`): it wins over the budget.
-    coalesce_set: bool,
-    low_latency: bool,
+    pub(super) coalesce_set: bool,
+    /// `poll_interval` was changed through `configure`: it wins over the budget.
+    pub(super) poll_set: bool,
+    pub(super) low_latency: bool,
     _items: PhantomData<T>,
 }
 
@@ -49,6 +51,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             bind: fsdr_net_io::resolve(bind).map_err(|e| e.to_string()),
             cfg: EngineConfig {
                 coalesce: Coalesce::for_latency_budget(Self::DEFAULT_LATENCY_BUDGET),
+                poll_interval: Self::poll_interval_for(Self::DEFAULT_LATENCY_BUDGET),
                 ..EngineConfig::new(SocketAddr::from(([0, 0, 0, 0], 0)))
             },
             wire: None,
@@ -65,6 +68,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             backend_set: false,
             in_place_buffers: 32,
             coalesce_set: false,
+            poll_set: false,
             low_latency: false,
             _items: PhantomData,
         }
@@ -213,55 +217,6 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.cfg.socket.gro = on;
         self
     }
-    /// The default [`latency_budget`](Self::latency_budget): 2 ms from arrival to the
-    /// block's output under load.
-    pub const DEFAULT_LATENCY_BUDGET: Duration = Duration::from_millis(2);
-    /// SCHED_FIFO priority of the receive thread with [`low_latency`](Self::low_latency).
-    pub const LOW_LATENCY_PRIORITY: i32 = 50;
-
-    /// The one setting that trades CPU for latency: how long a datagram may take from its
-    /// arrival to the block's output under load (default 2 ms). The receive side wakes the
-    /// block at most every half of it while datagrams keep coming (sooner when 64 wait; the
-    /// in-place source when a buffer is full), and at once when traffic is sparse
-    /// ([`Coalesce::for_latency_budget`](fsdr_net_io::Coalesce::for_latency_budget));
-    /// each wake-up it saves spares FutureSDR's workers 20–30 µs on a 2-vCPU VM. Measured
-    /// (docs/PERFORMANCE.md, "The latency budget"): with the 2 ms default `UdpSource` costs
-    /// 0.66–0.91× the CPU per GB of the former 50 µs wake-ups (8000 B at 0.8–2 GB/s, 1472 B
-    /// at 393 MB/s), and arrival to sink stays under 0.75 ms at p99 at 200 Msps.
-    /// `Duration::ZERO` wakes after every receive; see [`low_latency`](Self::low_latency)
-    /// for the preset. An explicit [`coalesce`](Self::coalesce) wins. (Not the engine's
-    /// [`EngineConfig::latency_budget`], which bounds the queue when the flowgraph falls
-    /// behind.)
-    ///
-    /// ```
-    /// # use fsdr_net::UdpSource;
-    /// # use futuresdr::num_complex::Complex32;
-    /// # use std::time::Duration;
-    /// let src = UdpSource::<Complex32>::builder("127.0.0.1:0")
-    ///     .latency_budget(Duration::from_micros(200))
-    ///     .build()?;
-    /// # Ok::<(), fsdr_net::Error>(())
-    /// ```
-    pub fn latency_budget(mut self, budget: Duration) -> Self {
-        if !self.coalesce_set {
-            self.cfg.coalesce = Coalesce::for_latency_budget(budget);
-        }
-        self
-    }
-
-    /// The low-latency preset: a zero [`latency_budget`](Self::latency_budget) (a wake-up
-    /// after every receive), idle CPUs kept polling while it runs
-    /// ([`cpu_latency`](Self::cpu_latency) zero) and the receive thread at SCHED_FIFO
-    /// priority [`LOW_LATENCY_PRIORITY`](Self::LOW_LATENCY_PRIORITY) unless set otherwise.
-    /// Needs root (or CAP_SYS_NICE and access to `/dev/cpu_dma_latency`): building fails
-    /// with a clear error otherwise. Measured: arrival to sink p99 64–105 µs at 200 Msps on a
-    /// 2-vCPU VM (`cargo xtask latency --usrp --rate 200e6 -- --low-latency`), at the cost of
-    /// the most wake-ups and idle CPUs that spin.
-    pub fn low_latency(mut self) -> Self {
-        self.low_latency = true;
-        self.latency_budget(Duration::ZERO)
-    }
-
     /// How often the receive side wakes the block under load, given explicitly (it wins over
     /// [`latency_budget`](Self::latency_budget), whose 2 ms default gives
     /// `Coalesce::Adaptive { frames: 64, time: 1 ms }`: at once when traffic is sparse, at
@@ -309,9 +264,10 @@ impl<T: Item> UdpSourceBuilder<T> {
     }
     /// Any other engine option.
     pub fn configure(mut self, f: impl FnOnce(&mut EngineConfig)) -> Self {
-        let before = self.cfg.coalesce;
+        let before = (self.cfg.coalesce, self.cfg.poll_interval);
         f(&mut self.cfg);
-        self.coalesce_set |= self.cfg.coalesce != before;
+        self.coalesce_set |= self.cfg.coalesce != before.0;
+        self.poll_set |= self.cfg.poll_interval != before.1;
         self
     }
     /// Send all counters on the `stats` port this often (`None`: only the final message;

@@ -2,6 +2,7 @@
 //! thin wrapper: the engine receives, the [`Depacketizer`] turns datagrams into items and tags,
 //! and the block lends it output buffers, posts messages and sleeps when idle.
 
+mod budget;
 mod builder;
 mod inplace;
 mod multi;

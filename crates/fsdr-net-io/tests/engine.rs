@@ -53,6 +53,20 @@ fn mio_accounts_for_every_datagram() {
     accounting(Backend::Mio);
 }
 
+#[test]
+fn polling_under_load_accounts_for_every_datagram() {
+    // Read every 500 µs while datagrams keep coming (`poll_interval`), on both backends
+    // that poll; with a small receive buffer (not root) the interval is bounded to nothing
+    // and the test runs the plain path.
+    for backend in [Backend::Mio, Backend::Reuseport] {
+        let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.backend = backend;
+        cfg.format = Format::Seq64;
+        cfg.poll_interval = Some(Duration::from_micros(500));
+        accounting_of(Engine::start(cfg).expect("engine starts"));
+    }
+}
+
 /// An engine received inline, on the consumer's thread.
 fn inline(backend: Backend, edit: impl FnOnce(&mut EngineConfig)) -> Engine {
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
