@@ -609,12 +609,14 @@ fn the_buffer_returned_last_is_filled_next_and_lending_is_bounded() {
             }
         }
     };
-    // The thread takes its next buffer as soon as it hands one over, so with one buffer
-    // downstream at a time two take turns; a FIFO would cycle through all four.
+    // The thread takes its next buffer when it hands one over: with one buffer downstream
+    // at a time two take turns, or (the consumer giving it back before the thread takes
+    // the next, as under AddressSanitizer) one is used throughout; a FIFO would cycle
+    // through all four.
     let mut used: Vec<*const u8> = (1..=12).map(&mut send_and_take).collect();
     used.sort();
     used.dedup();
-    assert_eq!(used.len(), 2, "buffers used: {used:?}");
+    assert!((1..=2).contains(&used.len()), "buffers used: {used:?}");
     let (stats, dp, _) = rx.shutdown();
     assert_eq!((stats.delivered, dp.items), (12, 1200));
 }
