@@ -1,7 +1,8 @@
 //! Several streams on one port: a three-channel emulated radio (VRT stream IDs, CHDR
 //! destination endpoints) with drops in one channel, received by a `MultiUdpSource` that
 //! selects two of them. Each output's samples and `missed` counters are exact, the third
-//! stream is counted as skipped, on every backend.
+//! stream is counted as skipped, on every backend. A reader that stalls loses only its own
+//! stream's data; one that is only late loses nothing.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use fsdr_net::io::emulator::{Emulator, EmulatorConfig, Faults, Signal, ramp_inde
 use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::{Backend, StreamSelector};
 use fsdr_net::prelude::*;
-use fsdr_net::{MultiUdpSource, TAG_MISSED};
+use fsdr_net::{MultiSourceStats, MultiUdpSource, TAG_MISSED, UdpSourceBuilder};
 use futuresdr::num_complex::Complex;
 use futuresdr::runtime::dev::prelude::*;
 
@@ -186,12 +187,25 @@ fn selectors_must_be_distinct_and_present() {
     assert!(e.to_string().contains("twice"), "{e}");
 }
 
-/// Takes nothing until `until`, then everything: a reader that falls far behind.
+/// The samples a reader took.
+type Samples = Vec<Complex<i16>>;
+
+/// When a [`Stall`] reader takes nothing.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// Until this instant: a reader that falls far behind.
+    Until(std::time::Instant),
+    /// For this long from when data is first there: a reader late once (a scheduling
+    /// hiccup), not a slow one.
+    AfterData(Duration),
+}
+
+/// Takes nothing while its [`Wait`] lasts, then everything.
 #[derive(Block)]
 struct Stall {
     #[input]
     input: DefaultCpuReader<Complex<i16>>,
-    until: std::time::Instant,
+    wait: Wait,
     items: Vec<Complex<i16>>,
 }
 
@@ -202,11 +216,22 @@ impl Kernel for Stall {
         _mo: &mut MessageOutputs,
         _meta: &mut BlockMeta,
     ) -> Result<()> {
-        if std::time::Instant::now() < self.until {
-            let until = self.until;
+        let now = std::time::Instant::now();
+        if let Wait::AfterData(d) = self.wait
+            && !self.input.slice().is_empty()
+        {
+            self.wait = Wait::Until(now + d);
+        }
+        // Called again on every notification (new data): wait on until the end.
+        if let Wait::Until(until) = self.wait
+            && now < until
+        {
             io.block_on(async move {
                 async_io::Timer::at(until).await;
             });
+            return Ok(());
+        }
+        if let Wait::AfterData(_) = self.wait {
             return Ok(());
         }
         let items = self.input.slice();
@@ -220,41 +245,41 @@ impl Kernel for Stall {
     }
 }
 
-/// Review defect 9: one output's reader stalls for a second while its stream goes on; the
-/// other stream loses nothing, the stalled one's drops are counted for it alone and
-/// zero-filled, so its timeline stays exact.
-#[test]
-fn a_stalled_reader_does_not_make_the_other_streams_lose_data() -> anyhow::Result<()> {
+/// Two channels of `n` ramp packets each at `rate` from an emulated VRT radio into a
+/// `MultiUdpSource` (`tweak` finishes its builder): channel 0 to a reader that takes
+/// everything at once, channel 1 to one that waits (`wait`). Returns the source's counters
+/// and both readers' samples.
+fn one_of_two_readers_waits(
+    n: u64,
+    rate: f64,
+    tweak: impl FnOnce(UdpSourceBuilder<Complex<i16>>) -> UdpSourceBuilder<Complex<i16>>,
+    wait: Wait,
+) -> anyhow::Result<(MultiSourceStats, Samples, Samples)> {
     futuresdr::runtime::config::set("ctrlport_enable", false);
-    const N: u64 = 4000;
     let mut emu = EmulatorConfig::new("127.0.0.1:9".parse()?, Format::Vrt);
     emu.channels = 2;
-    let src: MultiUdpSource<Complex<i16>> = UdpSource::builder("127.0.0.1:0")
+    let builder = UdpSource::builder("127.0.0.1:0")
         .format(Format::Vrt)
-        .sample_rate(20e6)
-        .zero_fill_missed(true)
-        // A small receive side: what the stalled reader holds back cannot hide in it.
-        .slots(256)
-        .recv_buffer(256 * 1024)
+        .sample_rate(rate)
         .finish_after_idle(Duration::from_millis(1500))
-        .first_datagram_within(Duration::from_secs(10))
-        .build_streams([
-            StreamSelector::Id(emu.stream_id(0)),
-            StreamSelector::Id(emu.stream_id(1)),
-        ])?;
+        .first_datagram_within(Duration::from_secs(10));
+    let src: MultiUdpSource<Complex<i16>> = tweak(builder).build_streams([
+        StreamSelector::Id(emu.stream_id(0)),
+        StreamSelector::Id(emu.stream_id(1)),
+    ])?;
     emu.dest = src.local_addr();
-    emu.rate = 20e6;
+    emu.rate = rate;
     emu.spp = Some(SPP as usize);
-    emu.samples = Some(N * SPP);
+    emu.samples = Some(n * SPP);
     emu.signal = Signal::Ramp;
-    let fast = Collect::new();
-    let slow = Stall {
+    let on_time = Collect::new();
+    let waits = Stall {
         input: DefaultCpuReader::default(),
-        until: std::time::Instant::now() + Duration::from_millis(1000),
+        wait,
         items: Vec::new(),
     };
     let mut fg = Flowgraph::new();
-    connect!(fg, src.outputs[0] > fast; src.outputs[1] > slow);
+    connect!(fg, src.outputs[0] > on_time; src.outputs[1] > waits);
     let sender = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
         Emulator::new(emu).unwrap().run().unwrap()
@@ -262,29 +287,48 @@ fn a_stalled_reader_does_not_make_the_other_streams_lose_data() -> anyhow::Resul
     let fg = Runtime::new().run(fg)?;
     sender.join().unwrap();
     let stats = fg.block(&src)?.stats();
+    let on_time = fg.block(&on_time)?.items.clone();
+    let waited = fg.block(&waits)?.items.clone();
+    Ok((stats, on_time, waited))
+}
+
+/// Whether `items` are the ramp from sample 0 on, every sample in its place.
+fn is_ramp(items: &[Complex<i16>]) -> bool {
+    items
+        .iter()
+        .enumerate()
+        .all(|(n, s)| ramp_index(s.re, s.im) == n as u32)
+}
+
+/// Review defect 9: one output's reader stalls for a second while its stream goes on; the
+/// other stream loses nothing, the stalled one's drops are counted for it alone and
+/// zero-filled, so its timeline stays exact.
+#[test]
+fn a_stalled_reader_does_not_make_the_other_streams_lose_data() -> anyhow::Result<()> {
+    const N: u64 = 4000;
+    let until = std::time::Instant::now() + Duration::from_millis(1000);
+    let (stats, fast, slow) = one_of_two_readers_waits(
+        N,
+        20e6,
+        // A small receive side: what the stalled reader holds back cannot hide in it.
+        |b| b.zero_fill_missed(true).slots(256).recv_buffer(256 * 1024),
+        Wait::Until(until),
+    )?;
     let ctx = format!("{stats}");
     assert_eq!(
         stats.engine.kernel_drops + stats.engine.overflow,
         0,
         "{ctx}"
     );
-    let fast = fg.block(&fast)?;
-    assert_eq!(fast.items.len() as u64, N * SPP, "{ctx}");
-    assert!(
-        fast.items
-            .iter()
-            .enumerate()
-            .all(|(n, s)| ramp_index(s.re, s.im) == n as u32),
-        "{ctx}"
-    );
+    assert_eq!(fast.len() as u64, N * SPP, "{ctx}");
+    assert!(is_ramp(&fast), "{ctx}");
     assert_eq!(stats.streams[0].overflow, 0, "{ctx}");
-    let slow = fg.block(&slow)?;
     let dropped = stats.streams[1].overflow;
     assert!(dropped > 0, "the stall must have dropped something: {ctx}");
     // Every sample in its place: the ramp where it arrived, zeros where it was dropped.
-    assert_eq!(slow.items.len() as u64, N * SPP, "{ctx}");
+    assert_eq!(slow.len() as u64, N * SPP, "{ctx}");
     let mut zero_packets = 0;
-    for (p, chunk) in slow.items.chunks(SPP as usize).enumerate() {
+    for (p, chunk) in slow.chunks(SPP as usize).enumerate() {
         if chunk.iter().all(|s| (s.re, s.im) == (0, 0)) {
             zero_packets += 1;
         } else {
@@ -298,5 +342,39 @@ fn a_stalled_reader_does_not_make_the_other_streams_lose_data() -> anyhow::Resul
         }
     }
     assert_eq!(zero_packets, dropped, "{ctx}");
+    Ok(())
+}
+
+/// A reader late for less than the hold (half the engine's queue bound) makes the source
+/// stop reading, as a lone source does, instead of filling that output's backlog and
+/// dropping: nothing is lost on either stream although far more arrived during the wait
+/// than the output and its backlog hold.
+#[test]
+fn a_reader_late_for_less_than_the_hold_loses_nothing() -> anyhow::Result<()> {
+    const N: u64 = 8000;
+    // 200 ms: 2500 datagrams of its stream, against about 740 in the output (128 of the
+    // largest) and 128 in the backlog.
+    let (stats, on_time, late) = one_of_two_readers_waits(
+        N,
+        5e6,
+        // Hold up to 2 s: the 200 ms wait stays well inside it on a loaded machine.
+        |b| b.configure(|c| c.latency_budget = Some(Duration::from_secs(4))),
+        Wait::AfterData(Duration::from_millis(200)),
+    )?;
+    let ctx = format!("{stats}");
+    assert_eq!(
+        stats.engine.kernel_drops + stats.engine.overflow,
+        0,
+        "{ctx}"
+    );
+    assert_eq!(
+        stats.streams[0].overflow + stats.streams[1].overflow,
+        0,
+        "{ctx}"
+    );
+    for (name, items) in [("on time", on_time), ("late", late)] {
+        assert_eq!(items.len() as u64, N * SPP, "{name}: {ctx}");
+        assert!(is_ramp(&items), "{name}: every sample in order: {ctx}");
+    }
     Ok(())
 }

@@ -11,6 +11,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod sources;
 mod summary;
 
 use std::net::SocketAddr;
@@ -104,6 +105,11 @@ struct Args {
     /// stream ID c or CHDR destination endpoint c; the emulator sends that many channels.
     #[arg(long, default_value_t = 1)]
     channels: usize,
+    /// With --channels: one `UdpSource` per channel in the flowgraph instead of one
+    /// `MultiUdpSource`, channel c on its own port (the --listen port + c; without --listen,
+    /// one emulator per channel), as a device that streams each channel to its own port.
+    #[arg(long)]
+    source_per_channel: bool,
     /// With --listen: the samples the device was asked for (UHD's `num_samps`). Samples lost
     /// at the end of the stream, where no later sequence number can show them, then count.
     #[arg(long, value_parser = common::parse_u64)]
@@ -311,29 +317,56 @@ fn main() -> Result<()> {
     let signal: Signal = args.signal.into();
     let check = args.check_ramp || signal == Signal::Ramp;
 
-    let emulator_thread = std::sync::Mutex::new(None);
-    let mut emulator_stop = None;
-    let mut start_emulator = |dest: SocketAddr| -> Result<()> {
-        if args.listen.is_some() {
-            return Ok(());
-        }
+    // The emulator's settings for a stream of `channels` channels to `dest`.
+    let emulator_config = |dest: SocketAddr, channels: usize| {
         let mut cfg = EmulatorConfig::new(dest, format);
         cfg.rate = args.rate;
         cfg.tick_rate = args.tick_rate;
         cfg.duration = Some(Duration::from_secs_f64(args.duration));
         cfg.signal = signal;
         cfg.faults = args.faults.into();
-        cfg.channels = args.channels.max(1);
+        cfg.channels = channels;
         cfg.context = args.context.plan(args.rate);
         if let Some(w) = args.wire_format {
             cfg.wire = w;
         }
-        let emulator = Emulator::new(cfg).context("starting the emulator")?;
+        cfg
+    };
+    let emulator_thread = std::sync::Mutex::new(None);
+    let mut emulator_stop = None;
+    let mut start_emulator = |dest: SocketAddr| -> Result<()> {
+        if args.listen.is_some() {
+            return Ok(());
+        }
+        let emulator = Emulator::new(emulator_config(dest, args.channels.max(1)))
+            .context("starting the emulator")?;
         emulator_stop = Some(emulator.stop_flag());
         *emulator_thread.lock().unwrap() = Some(std::thread::spawn(move || emulator.run()));
         Ok(())
     };
 
+    if args.source_per_channel {
+        if args.channels < 2 || args.output.is_some() || args.probe.is_some() {
+            anyhow::bail!(
+                "--source-per-channel needs --channels 2 or more, without --output or --probe"
+            );
+        }
+        // Each emulator sends one channel; --fault-channel picks whose faults apply.
+        let per_emulator = |dest: SocketAddr| emulator_config(dest, 1);
+        let (outcome, sent) = if args.wire {
+            sources::run::<Complex<i16>>(&args, format, per_emulator, check)?
+        } else {
+            sources::run::<Complex32>(&args, format, per_emulator, check)?
+        };
+        let lost = summary::channels(
+            &args,
+            &outcome,
+            sent.as_ref().map(|s| &s.report),
+            sent.as_ref().map(|s| &s.per_channel[..]),
+        );
+        args.loss.exit_on_loss(lost, "samples were");
+        return Ok(());
+    }
     if args.channels > 1 {
         if args.output.is_some() || args.probe.is_some() {
             anyhow::bail!("--channels does not combine with --output or --probe");
@@ -361,7 +394,12 @@ fn main() -> Result<()> {
             Some(t) => Some(t.join().expect("emulator thread")?),
             None => None,
         };
-        let lost = summary::channels(&args, &per_channel, report.as_ref());
+        // One emulator sends every channel, the same number of samples each.
+        let sent = report.as_ref().map(|r| {
+            let n = args.channels as u64;
+            vec![(r.samples_sent + r.dropped_samples) / n; args.channels]
+        });
+        let lost = summary::channels(&args, &per_channel, report.as_ref(), sent.as_deref());
         args.loss.exit_on_loss(lost, "samples were");
         return Ok(());
     }
@@ -421,6 +459,35 @@ fn run_channels<T: RampSample>(
         )?;
         sinks.push(sink);
     }
+    let run = run_to_end(fg, args)?;
+    let fg = &run.fg;
+    let outputs = sinks
+        .iter()
+        .map(|s| {
+            let s = fg.block(s)?;
+            Ok((s.items(), s.discontinuities()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ChannelsOutcome {
+        stats: fg.block(&src)?.stats(),
+        outputs,
+        seconds: run.seconds,
+        host_steal: run.host_steal,
+        load: run.load,
+    })
+}
+
+/// A multi-channel flowgraph after its run, with what the run measured besides its blocks.
+struct Run {
+    fg: Flowgraph,
+    seconds: f64,
+    host_steal: Option<f64>,
+    load: Option<Load>,
+}
+
+/// Runs a multi-channel flowgraph to its end: stopped after --duration with --listen; with
+/// the emulator it ends by itself and the timer (10 s later) is only a safety net.
+fn run_to_end(fg: Flowgraph, args: &Args) -> Result<Run> {
     let start = Instant::now();
     let cpu_before = CpuTimes::now();
     let load = LoadMeter::start();
@@ -440,16 +507,8 @@ fn run_channels<T: RampSample>(
     let fg = running.wait()?;
     done.store(true, Ordering::Relaxed);
     let _ = stopper.join();
-    let outputs = sinks
-        .iter()
-        .map(|s| {
-            let s = fg.block(s)?;
-            Ok((s.items(), s.discontinuities()))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(ChannelsOutcome {
-        stats: fg.block(&src)?.stats(),
-        outputs,
+    Ok(Run {
+        fg,
         seconds: start.elapsed().as_secs_f64(),
         host_steal: cpu_before.and_then(|b| b.steal_to_now()),
         load: load.finish(),

@@ -197,17 +197,27 @@ pub(super) fn single(
 }
 
 /// Prints the summary of a `--channels` run; returns the samples lost over every channel.
-pub(super) fn channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorReport>) -> u64 {
-    let sent = emu.map(|r| (r.samples_sent + r.dropped_samples) / args.channels as u64);
+/// `sent_per_channel`: the samples each channel's sender produced, when known.
+pub(super) fn channels(
+    args: &Args,
+    o: &ChannelsOutcome,
+    emu: Option<&EmulatorReport>,
+    sent_per_channel: Option<&[u64]>,
+) -> u64 {
+    // One figure for every channel when the channels were sent alike (one emulator).
+    let sent =
+        sent_per_channel.and_then(|v| v.first().copied().filter(|f| v.iter().all(|x| x == f)));
     let mut total = (0u64, 0u64, 0u64); // received, sent, lost
     let channels: Vec<serde_json::Value> = o
         .stats
         .streams
         .iter()
         .zip(&o.outputs)
-        .map(|(s, &(items, disc))| {
+        .enumerate()
+        .map(|(c, (s, &(items, disc)))| {
             let received = items - s.stream.zeros_inserted;
-            let expected = sent.unwrap_or(received + s.stream.missed_items);
+            let channel_sent = sent_per_channel.and_then(|v| v.get(c).copied());
+            let expected = channel_sent.unwrap_or(received + s.stream.missed_items);
             let lost = expected.saturating_sub(received);
             total = (total.0 + received, total.1 + expected, total.2 + lost);
             serde_json::json!({
@@ -220,6 +230,7 @@ pub(super) fn channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorRe
                 "discontinuities": disc,
                 "ended_with_eob": s.stream.ended_with_end_of_burst(),
                 "overflow": s.overflow,
+                "sent": channel_sent,
             })
         })
         .collect();
@@ -248,7 +259,7 @@ pub(super) fn channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorRe
             "stats": o.stats.engine,
             "emulator": emu,
             "host_steal": o.host_steal,
-            "sent": sent.map(|_| expected),
+            "sent": sent_per_channel.map(|_| expected),
             "received": received,
             "lost_samples": lost,
             "success_rate": received as f64 / expected.max(1) as f64,
@@ -266,6 +277,8 @@ pub(super) fn channels(args: &Args, o: &ChannelsOutcome, emu: Option<&EmulatorRe
     );
     if let Some(sent) = sent {
         println!("{:<24} {sent}", "samples sent / channel");
+    } else if let Some(v) = sent_per_channel {
+        println!("{:<24} {v:?}", "samples sent / channel");
     }
     for (c, ch) in channels.iter().enumerate() {
         println!("channel {c}: {ch}");

@@ -536,6 +536,8 @@ impl<T: Item> UdpSourceBuilder<T> {
             streams,
             cfg.slot_size,
             buffer,
+            cfg.latency_budget
+                .map_or(super::multi::HOLD_UNBOUNDED, |b| b / 2),
             self.idle_finish
                 .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
         );

@@ -17,7 +17,11 @@ use fsdr_net_io::{Engine, Stats, StatsHandle, StreamSelector};
 use futuresdr::runtime::dev::prelude::*;
 use serde::Serialize;
 
-use super::{Activity, Deadline, Stop, context_pmt, gap_pmt, sleep_until, tags_of};
+use super::{Activity, Deadline, DeadlineWait, Stop, context_pmt, gap_pmt, sleep_until, tags_of};
+
+/// How long a full output holds the reading of every stream when the engine's queue has no
+/// latency budget (half the default one).
+pub(super) const HOLD_UNBOUNDED: Duration = Duration::from_millis(10);
 
 /// The counters of one output of a [`MultiUdpSource`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -131,6 +135,8 @@ struct Output<T> {
     dropped: Gap,
     /// A dropped datagram restarted the stream: the next one does.
     dropped_restart: bool,
+    /// Since when this output's backlog has not been empty (its reader is late).
+    late_since: Option<Instant>,
 }
 
 /// `d` with what was dropped before it added to its gap (`dropped`, `restart`: an
@@ -178,11 +184,17 @@ fn note_dropped(dropped: &mut Gap, restart: &mut bool, d: &DatagramIn<'_>) {
 /// [`UdpSourceBuilder::build_streams`](crate::UdpSourceBuilder::build_streams); every
 /// backend works.
 ///
-/// Each output is filled in its stream's order, independently of the others: when one
-/// output's reader falls behind, its datagrams wait in a backlog of its own (as many as
-/// [`buffer_datagrams`](crate::UdpSourceBuilder::buffer_datagrams)), and beyond that are
+/// Each output is filled in its stream's order, independently of the others. When one
+/// output's reader falls behind, the source first stops reading, as a lone
+/// [`UdpSource`](crate::UdpSource) does, and lets the engine's queue hold the datagrams of
+/// every stream — for at most half the engine's queue bound,
+/// [`latency_budget`](crate::io::EngineConfig::latency_budget) (10 ms by default, and without
+/// a bound) — so that a reader late by a scheduling hiccup loses nothing. A reader still behind after
+/// that no longer holds the others up: its datagrams wait in a backlog of its own (as many
+/// as [`buffer_datagrams`](crate::UdpSourceBuilder::buffer_datagrams)), and beyond that are
 /// dropped, counted in that stream's [`StreamStats::overflow`] and zero-filled like a gap;
-/// the other streams go on losing nothing. Reading stops only when every output is blocked.
+/// the other streams go on losing nothing. Reading stops for good only when every output is
+/// blocked.
 ///
 /// # Stream Outputs
 ///
@@ -233,6 +245,13 @@ pub struct MultiUdpSource<T: Item> {
     deadline: Arc<Mutex<Deadline>>,
     /// Datagrams an output may keep waiting for its reader.
     backlog_cap: usize,
+    /// How long a full output may stop the reading of every stream.
+    hold: Duration,
+    /// When the hold for a late reader ends, if `fill` stopped for one.
+    hold_end: Option<Instant>,
+    /// Byte buffers of datagrams that waited, for the next ones to wait (no allocation per
+    /// waiting datagram once a backlog has been this deep).
+    spare: Vec<Vec<u8>>,
     /// Datagrams of unselected streams by (stream ID, sender); named only when read.
     skipped: HashMap<(Option<u32>, SocketAddr), u64>,
     contexts: ContextTracker,
@@ -245,6 +264,7 @@ impl<T: Item> MultiUdpSource<T> {
         streams: Vec<(StreamSelector, Depacketizer<T>)>,
         max_datagram: usize,
         buffer_datagrams: usize,
+        hold: Duration,
         idle_finish: Option<(Duration, Duration)>,
     ) -> Self {
         let outputs = streams
@@ -266,6 +286,7 @@ impl<T: Item> MultiUdpSource<T> {
                     backlog: VecDeque::new(),
                     dropped: Gap::default(),
                     dropped_restart: false,
+                    late_since: None,
                 };
                 (selector, out)
             })
@@ -282,6 +303,9 @@ impl<T: Item> MultiUdpSource<T> {
             activity: Activity::new(idle_finish),
             deadline: Arc::new(Mutex::new(Deadline::new())),
             backlog_cap: buffer_datagrams.max(1),
+            hold,
+            hold_end: None,
+            spare: Vec::new(),
             skipped: HashMap::new(),
             contexts: ContextTracker::default(),
             batch_workers: true,
@@ -354,6 +378,7 @@ impl<T: Item> MultiUdpSource<T> {
                 backlog,
                 dropped,
                 dropped_restart,
+                late_since,
             } = s;
             writers.push(dp.writer(out));
             outs.push((
@@ -363,6 +388,7 @@ impl<T: Item> MultiUdpSource<T> {
                 backlog,
                 dropped,
                 dropped_restart,
+                late_since,
             ));
         }
         let mut stop = Stop::Idle;
@@ -374,9 +400,25 @@ impl<T: Item> MultiUdpSource<T> {
                 }
                 let front = o.3.pop_front().expect("a waiting datagram");
                 w.push(&front.input());
+                if self.spare.len() < cap {
+                    self.spare.push(front.bytes);
+                }
             }
         }
-        loop {
+        for o in outs.iter_mut().filter(|o| o.3.is_empty()) {
+            *o.6 = None;
+        }
+        // A reader late for less than the hold keeps every stream in the engine's queue: read
+        // nothing until it has taken what waits for it.
+        self.hold_end = outs
+            .iter()
+            .filter_map(|o| o.6.map(|late| late + self.hold))
+            .filter(|&end| now < end)
+            .min();
+        if self.hold_end.is_some() {
+            stop = Stop::OutputFull;
+        }
+        while self.hold_end.is_none() {
             // An output with room has an empty backlog (drained above): only full backlogs
             // block, and only all of them stop reading.
             if outs.iter().all(|o| o.3.len() >= cap) {
@@ -411,13 +453,24 @@ impl<T: Item> MultiUdpSource<T> {
             if o.3.is_empty() && writers[i].fits(max) {
                 writers[i].push(&input);
             } else {
+                let mut bytes = self.spare.pop().unwrap_or_default();
+                bytes.clear();
+                bytes.extend_from_slice(d.bytes());
                 o.3.push_back(Waiting {
-                    bytes: d.bytes().to_vec(),
+                    bytes,
                     info: *d.info(),
                     gap: input.gap,
                     restart: input.restart,
                     arrival_ns: input.arrival_ns,
                 });
+                // Its reader is behind: hold every stream in the engine's queue for a while
+                // (the reader may only be late) rather than fill the backlog and drop.
+                let end = *o.6.get_or_insert(now) + self.hold;
+                if now < end {
+                    self.hold_end = Some(end);
+                    stop = Stop::OutputFull;
+                    break;
+                }
             }
         }
         if ending {
@@ -495,6 +548,15 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
         }
         for c in self.contexts.drain_new() {
             mo.post("context", context_pmt(&c)).await?;
+        }
+        if let (Stop::OutputFull, Some(end)) = (&stop, self.hold_end) {
+            // Held for a late reader: its consumption calls `work` again; if it does not
+            // come, the end of the hold does, and the other streams are read on.
+            self.deadline
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .arm(end, now);
+            io.block_on(DeadlineWait(self.deadline.clone()));
         }
         if let Stop::Idle = stop {
             let engine = self.engine.as_ref().expect("engine present");
