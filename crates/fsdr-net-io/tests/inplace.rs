@@ -39,35 +39,46 @@ struct Mode {
     gro: bool,
     /// Zeros for missed items (the default); off, a gap only tags.
     zero_fill: bool,
+    /// Under load the thread reads every 500 µs (`poll_interval`) instead of on every
+    /// arrival (with a small receive buffer, not root, bounded to nothing).
+    poll: bool,
 }
 
 impl std::fmt::Display for Mode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "inline: {}, GRO: {}, zero fill: {}",
-            self.inline, self.gro, self.zero_fill
+            "inline: {}, GRO: {}, zero fill: {}, polling: {}",
+            self.inline, self.gro, self.zero_fill, self.poll
         )
     }
 }
 
 /// Every format with sequence numbers, each received on a thread of its own and inline (on
-/// the consumer's thread), each with and without UDP GRO.
+/// the consumer's thread), each with and without UDP GRO; on a thread also polling.
 fn cases() -> impl Iterator<Item = (Mode, Format)> {
-    [(false, false), (true, false), (false, true), (true, true)]
-        .into_iter()
-        .flat_map(|(inline, gro)| {
-            FORMATS.into_iter().map(move |f| {
-                (
-                    Mode {
-                        inline,
-                        gro,
-                        zero_fill: true,
-                    },
-                    f,
-                )
-            })
+    [
+        (false, false, false),
+        (true, false, false),
+        (false, true, false),
+        (true, true, false),
+        (false, false, true),
+        (false, true, true),
+    ]
+    .into_iter()
+    .flat_map(|(inline, gro, poll)| {
+        FORMATS.into_iter().map(move |f| {
+            (
+                Mode {
+                    inline,
+                    gro,
+                    zero_fill: true,
+                    poll,
+                },
+                f,
+            )
         })
+    })
 }
 
 /// An in-place receiver's engine settings for `format` in `mode`.
@@ -76,6 +87,9 @@ fn engine_config(mode: Mode, format: Format) -> EngineConfig {
     engine.backend = Backend::Recvmmsg;
     engine.format = format;
     engine.socket.gro = mode.gro;
+    if mode.poll {
+        engine.poll_interval = Some(Duration::from_micros(500));
+    }
     engine
 }
 
@@ -477,6 +491,7 @@ fn gro_stream(runs: &[(u64, usize, Send)]) -> (Stats, DepacketizerStats) {
             inline: false,
             gro: true,
             zero_fill: true,
+            poll: false,
         },
         Format::Seq64,
     );
@@ -586,6 +601,7 @@ fn the_buffer_returned_last_is_filled_next_and_lending_is_bounded() {
         inline: false,
         gro: false,
         zero_fill: true,
+        poll: false,
     };
     let mut rx = start_bytes(engine_config(mode, Format::Seq64), 4, 64 * 1024);
     assert!(rx.give(vec![0u8; 16]).is_err(), "a fifth buffer is refused");
@@ -632,6 +648,7 @@ fn a_gap_costs_only_the_datagrams_that_show_it() {
             inline: false,
             gro: false,
             zero_fill: false,
+            poll: false,
         };
         (mode, f)
     }));

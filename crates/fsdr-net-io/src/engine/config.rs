@@ -246,7 +246,7 @@ pub struct EngineConfig {
     /// The `xdp` backend's interface, queue and modes ([`XdpConfig`]).
     pub xdp: XdpConfig,
     /// Under load, read the socket at most this often instead of on every arrival (`mio`
-    /// and `reuseport` backends): after a receive call that brought datagrams the thread
+    /// and `reuseport` backends, and the in-place receiver on sockets): after a receive call that brought datagrams the thread
     /// sleeps this long, then drains what came meanwhile; a drain that finds nothing goes
     /// back to waiting for the socket. Fewer, larger receives and wake-ups, at up to this
     /// much more latency. Bounded so that the socket's receive buffer holds what arrives

@@ -95,6 +95,7 @@ mod copying;
 mod layout;
 mod receiver;
 mod scatter;
+mod wait;
 mod xdp;
 
 /// Memory a receive thread can write items into: an output buffer of the consumer.
@@ -322,6 +323,11 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             empty_rx,
             full_tx,
         );
+        if xdp.is_some() {
+            // What arrives during a sleep waits in the AF_XDP rings, which the socket's
+            // receive buffer does not bound: no polling there.
+            rx.poll_ns = 0;
+        }
         rx.xdp = xdp;
         let runner = if inline {
             Runner::Inline {

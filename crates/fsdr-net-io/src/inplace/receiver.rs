@@ -9,6 +9,7 @@ use std::time::Duration;
 use socket2::Socket;
 
 pub(super) use super::layout::{Area, Layout, Part, Unit};
+use super::wait::{Polled, Ready};
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
 use crate::engine::receive::Pass;
@@ -141,6 +142,11 @@ pub(super) struct Receive<T, B> {
     pub(super) read_on: bool,
     /// Calls in a row that brought the stream's datagrams only alone.
     pub(super) singles: u32,
+    /// Under load, read at most this often (`EngineConfig::poll_interval`, bounded by the
+    /// socket's receive buffer; ns); 0: on every arrival.
+    pub(super) poll_ns: u64,
+    /// The last receive brought data: the next one comes after a sleep of `poll_ns`.
+    pub(super) polling: bool,
     pub(super) counts: LocalCounts,
     pub(super) released: Vec<Released<Entry>>,
     pub(super) spare: Vec<Vec<u8>>,
@@ -184,6 +190,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         } else {
             cfg.batch
         };
+        let poll_ns = crate::engine::receive::poll_ns(
+            cfg.poll_interval.map_or(0, |d| d.as_nanos() as u64),
+            &socket,
+        );
         Self {
             shared,
             socket,
@@ -223,6 +233,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             segment: 0,
             read_on: false,
             singles: 0,
+            poll_ns,
+            polling: false,
             counts: LocalCounts::default(),
             released: Vec::new(),
             spare: Vec::new(),
@@ -280,18 +292,26 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             return Step::Busy;
         }
         let read_on = std::mem::take(&mut self.read_on);
-        if !stopping && !read_on {
+        let mut wait = if stopping || read_on {
+            Wait::No
+        } else {
+            Wait::ForOne
+        };
+        // Under load (the last receive brought data) on its own thread: sleep, then read.
+        if wait == Wait::ForOne && std::mem::take(&mut self.polling) && max_wait.is_none() {
+            match self.poll_sleep() {
+                Polled::HandedOver => return Step::Busy,
+                Polled::Slept => wait = Wait::No,
+                Polled::Due => {}
+            }
+        }
+        if wait == Wait::ForOne {
             match self.wait_for_data(max_wait) {
                 Ready::Now => {}
                 Ready::Acted => return Step::Busy,
                 Ready::Nothing => return Step::Idle,
             }
         }
-        let wait = if stopping || read_on {
-            Wait::No
-        } else {
-            Wait::ForOne
-        };
         let step = match self.receive(wait) {
             Ok(true) => Step::Busy,
             Ok(false) => Step::Drained,
@@ -475,60 +495,6 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             due
         })
     }
-
-    /// Waits until the socket is readable or a deadline (hand-over, reorder timeout)
-    /// passes, and acts on the deadline; with `max_wait`, waits that long at most.
-    fn wait_for_data(&mut self, max_wait: Option<Duration>) -> Ready {
-        let reorder = self
-            .order
-            .as_ref()
-            .and_then(|o| o.held_since())
-            .map(|since| {
-                let waited = since.elapsed();
-                sys::monotonic_ns() + self.reorder_timeout.saturating_sub(waited).as_nanos() as u64
-            });
-        let due = self.hand_over_due();
-        // Right after a receive: hand over now if that receive made it due.
-        if due.is_some_and(|d| sys::monotonic_ns() >= d.on_receive) {
-            self.hand_over_now();
-            return Ready::Acted;
-        }
-        let limit = max_wait.map(|w| sys::monotonic_ns() + w.as_nanos() as u64);
-        let deadline = [due.map(|d| d.at_latest), reorder]
-            .into_iter()
-            .flatten()
-            .min();
-        let Some(d) = deadline.or(limit) else {
-            return Ready::Now;
-        };
-        let d = limit.map_or(d, |l| l.min(d));
-        let now = sys::monotonic_ns();
-        if now < d && self.readable_within(d - now) {
-            return Ready::Now;
-        }
-        // A deadline passed with nothing to read.
-        let mut acted = false;
-        if let Some(o) = self.order.as_mut()
-            && o.held_since()
-                .is_some_and(|since| since.elapsed() >= self.reorder_timeout)
-        {
-            o.flush_oldest(&mut self.released);
-            self.deliver_released();
-            acted = true;
-        }
-        if self
-            .hand_over_due()
-            .is_some_and(|due| sys::monotonic_ns() >= due.at_latest)
-        {
-            self.hand_over_now();
-            acted = true;
-        }
-        if acted || limit.is_none() {
-            Ready::Acted
-        } else {
-            Ready::Nothing
-        }
-    }
 }
 
 impl<T: Item, B: ItemBuffer<T>> crate::engine::receive::ReceiveSide for Receive<T, B> {
@@ -567,14 +533,4 @@ pub(super) enum Step {
     Idle,
     /// Stopping and the socket's queue is empty (or shut down).
     Drained,
-}
-
-/// What [`Receive::wait_for_data`] found.
-enum Ready {
-    /// The socket is readable (or there is no deadline: the receive itself waits).
-    Now,
-    /// A deadline came first and was acted on.
-    Acted,
-    /// Nothing within the caller's wait.
-    Nothing,
 }

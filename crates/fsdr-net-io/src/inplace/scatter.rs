@@ -128,6 +128,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         self.counts.recv_calls += 1;
         let mut m = self.recv_entries(n, wait)?;
+        self.polling = m > 0 && self.poll_ns > 0;
         let arrival_ns = sys::monotonic_ns();
         let mut shut_down = false;
         // Whether the stream comes coalesced: any coalesced receive says yes; calls that

@@ -14,7 +14,7 @@ use ::mio::unix::SourceFd;
 use ::mio::{Events, Interest, Poll, Token, Waker};
 use socket2::Socket;
 
-use super::super::receive::{Pass, ReceiveSide, recv_batch, run_loop};
+use super::super::receive::{Pass, ReceiveSide, poll_ns, recv_batch, run_loop};
 use super::super::slots::ReceiverEnd;
 use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Shared};
@@ -132,7 +132,7 @@ impl Reader {
 
 /// The thread: the engine's receive loop ([`run_loop`]) over an [`EpollSide`].
 fn run(worker: Worker, socket: Socket, poll: Poll, reader: Reader, poll_interval: u64) {
-    let poll_ns = poll_interval.min(poll_bound_ns(&socket));
+    let poll_ns = poll_ns(poll_interval, &socket);
     run_loop(&mut EpollSide {
         worker,
         socket,
@@ -141,7 +141,7 @@ fn run(worker: Worker, socket: Socket, poll: Poll, reader: Reader, poll_interval
         reader,
         wake_by: None,
         primed: false,
-        poll_ns: if poll_ns >= MIN_POLL_NS { poll_ns } else { 0 },
+        poll_ns,
         polling: false,
     });
 }
@@ -166,19 +166,6 @@ struct EpollSide {
     /// instead of waiting for the socket.
     polling: bool,
 }
-
-/// The longest a thread may leave its socket unread: a quarter of the time its receive
-/// buffer (as the kernel reports it) takes to fill at 100 Gb/s, so that sleeping never
-/// costs a drop however fast the stream (128 MiB: 5 ms; Linux's default 208 KiB: 9 µs, which
-/// turns the sleeping off).
-fn poll_bound_ns(socket: &Socket) -> u64 {
-    socket
-        .recv_buffer_size()
-        .map_or(0, |bytes| (bytes as u64 * 2 / 25) / 4)
-}
-
-/// Sleeps shorter than this are not worth a pass of their own.
-const MIN_POLL_NS: u64 = 20_000;
 
 impl EpollSide {
     /// A pass under load with a poll interval: sleep it (or until the consumer's deferred

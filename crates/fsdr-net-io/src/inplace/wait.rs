@@ -1,0 +1,120 @@
+//! When the in-place receive thread reads: it waits for the socket or the next deadline (a
+//! hand-over, the reorder timeout), and under load with a poll interval
+//! (`EngineConfig::poll_interval`) it sleeps that interval after a receive that brought data
+//! instead of waking on every arrival, as the `mio` backend does.
+
+use std::time::Duration;
+
+use super::ItemBuffer;
+use super::receiver::Receive;
+use crate::sample::Item;
+use crate::sys;
+
+impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
+    /// Waits until the socket is readable or a deadline (hand-over, reorder timeout)
+    /// passes, and acts on the deadline; with `max_wait`, waits that long at most.
+    pub(super) fn wait_for_data(&mut self, max_wait: Option<Duration>) -> Ready {
+        let reorder = self
+            .order
+            .as_ref()
+            .and_then(|o| o.held_since())
+            .map(|since| {
+                let waited = since.elapsed();
+                sys::monotonic_ns() + self.reorder_timeout.saturating_sub(waited).as_nanos() as u64
+            });
+        let due = self.hand_over_due();
+        // Right after a receive: hand over now if that receive made it due.
+        if due.is_some_and(|d| sys::monotonic_ns() >= d.on_receive) {
+            self.hand_over_now();
+            return Ready::Acted;
+        }
+        let limit = max_wait.map(|w| sys::monotonic_ns() + w.as_nanos() as u64);
+        let deadline = [due.map(|d| d.at_latest), reorder]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(d) = deadline.or(limit) else {
+            return Ready::Now;
+        };
+        let d = limit.map_or(d, |l| l.min(d));
+        let now = sys::monotonic_ns();
+        if now < d && self.readable_within(d - now) {
+            return Ready::Now;
+        }
+        // A deadline passed with nothing to read.
+        let mut acted = false;
+        if let Some(o) = self.order.as_mut()
+            && o.held_since()
+                .is_some_and(|since| since.elapsed() >= self.reorder_timeout)
+        {
+            o.flush_oldest(&mut self.released);
+            self.deliver_released();
+            acted = true;
+        }
+        if self
+            .hand_over_due()
+            .is_some_and(|due| sys::monotonic_ns() >= due.at_latest)
+        {
+            self.hand_over_now();
+            acted = true;
+        }
+        if acted || limit.is_none() {
+            Ready::Acted
+        } else {
+            Ready::Nothing
+        }
+    }
+
+    /// After a receive that brought data, with a poll interval: hands over at once if that
+    /// receive made a hand-over due; else, with no deadline passed, sleeps the interval (or
+    /// until a hand-over or the reorder timeout is due), and the next receive takes what came
+    /// meanwhile without waiting. A deadline already passed is left to `wait_for_data`.
+    pub(super) fn poll_sleep(&mut self) -> Polled {
+        let now = sys::monotonic_ns();
+        let due = self.hand_over_due();
+        if due.is_some_and(|d| now >= d.on_receive) {
+            self.hand_over_now();
+            return Polled::HandedOver;
+        }
+        let reorder = self
+            .order
+            .as_ref()
+            .and_then(|o| o.held_since())
+            .map(|since| {
+                now + self
+                    .reorder_timeout
+                    .saturating_sub(since.elapsed())
+                    .as_nanos() as u64
+            });
+        let deadline = [due.map(|d| d.at_latest), reorder]
+            .into_iter()
+            .flatten()
+            .min();
+        if deadline.is_some_and(|d| d <= now) {
+            return Polled::Due;
+        }
+        let until = deadline.map_or(now + self.poll_ns, |d| d.min(now + self.poll_ns));
+        std::thread::sleep(Duration::from_nanos(until - now));
+        Polled::Slept
+    }
+}
+
+/// What [`Receive::wait_for_data`] found.
+pub(super) enum Ready {
+    /// The socket is readable (or there is no deadline: the receive itself waits).
+    Now,
+    /// A deadline came first and was acted on.
+    Acted,
+    /// Nothing within the caller's wait.
+    Nothing,
+}
+
+/// What [`Receive::poll_sleep`] did.
+pub(super) enum Polled {
+    /// The last receive made a hand-over due: done instead of sleeping.
+    HandedOver,
+    /// Slept: the next receive does not wait.
+    Slept,
+    /// A deadline has passed: `wait_for_data` acts on it.
+    Due,
+}
