@@ -9,7 +9,6 @@ use std::time::Duration;
 use socket2::Socket;
 
 pub(super) use super::layout::{Area, Layout, Part, Unit};
-use super::wait::{Polled, Ready};
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
 use crate::engine::receive::Pass;
@@ -145,8 +144,8 @@ pub(super) struct Receive<T, B> {
     /// Under load, read at most this often (`EngineConfig::poll_interval`, bounded by the
     /// socket's receive buffer; ns); 0: on every arrival.
     pub(super) poll_ns: u64,
-    /// The last receive brought data: the next one comes after a sleep of `poll_ns`.
-    pub(super) polling: bool,
+    /// With `poll_ns`: what the last receive found, which says when the next one comes.
+    pub(super) polling: Polling,
     pub(super) counts: LocalCounts,
     pub(super) released: Vec<Released<Entry>>,
     pub(super) spare: Vec<Vec<u8>>,
@@ -234,7 +233,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             read_on: false,
             singles: 0,
             poll_ns,
-            polling: false,
+            polling: Polling::Off,
             counts: LocalCounts::default(),
             released: Vec::new(),
             spare: Vec::new(),
@@ -297,9 +296,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         } else {
             Wait::ForOne
         };
-        // Under load (the last receive brought data) on its own thread: sleep, then read.
-        if wait == Wait::ForOne && std::mem::take(&mut self.polling) && max_wait.is_none() {
-            match self.poll_sleep() {
+        // Under load (the last receive brought data) on its own thread: sleep (unless more
+        // is queued), then read.
+        let polling = std::mem::replace(&mut self.polling, Polling::Off);
+        if wait == Wait::ForOne && polling != Polling::Off && max_wait.is_none() {
+            match self.poll_sleep(polling == Polling::Sleep) {
                 Polled::HandedOver => return Step::Busy,
                 Polled::Slept => wait = Wait::No,
                 Polled::Due => {}
@@ -533,4 +534,35 @@ pub(super) enum Step {
     Idle,
     /// Stopping and the socket's queue is empty (or shut down).
     Drained,
+}
+
+/// What [`Receive::wait_for_data`] found.
+pub(super) enum Ready {
+    /// The socket is readable (or there is no deadline: the receive itself waits).
+    Now,
+    /// A deadline came first and was acted on.
+    Acted,
+    /// Nothing within the caller's wait.
+    Nothing,
+}
+
+/// Under load with a poll interval, when the next receive comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Polling {
+    /// When the socket has data (the last receive found none, or no poll interval).
+    Off,
+    /// After a sleep: the last receive took what was queued.
+    Sleep,
+    /// At once: the last receive was full, more is likely queued.
+    Drain,
+}
+
+/// What [`Receive::poll_sleep`] did.
+pub(super) enum Polled {
+    /// The last receive made a hand-over due: done instead of sleeping.
+    HandedOver,
+    /// Slept (or had no need to): the next receive does not wait.
+    Slept,
+    /// A deadline has passed: `wait_for_data` acts on it.
+    Due,
 }

@@ -4,7 +4,9 @@
 //! `copying.rs`.
 
 use super::ItemBuffer;
-use super::receiver::{Area, Entry, HEAD_CAP, Layout, Part, Pattern, Receive, SINGLES, Unit};
+use super::receiver::{
+    Area, Entry, HEAD_CAP, Layout, Part, Pattern, Polling, Receive, SINGLES, Unit,
+};
 use crate::depacketizer::{DatagramIn, ItemTag};
 use crate::format::PacketClass;
 use crate::sample::Item;
@@ -128,7 +130,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         self.counts.recv_calls += 1;
         let mut m = self.recv_entries(n, wait)?;
-        self.polling = m > 0 && self.poll_ns > 0;
+        self.polling = match m {
+            _ if self.poll_ns == 0 => Polling::Off,
+            0 => Polling::Off,
+            // A full call: more is likely queued; take it before sleeping.
+            m if m == n => Polling::Drain,
+            _ => Polling::Sleep,
+        };
         let arrival_ns = sys::monotonic_ns();
         let mut shut_down = false;
         // Whether the stream comes coalesced: any coalesced receive says yes; calls that

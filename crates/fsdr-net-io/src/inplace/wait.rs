@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::ItemBuffer;
-use super::receiver::Receive;
+use super::receiver::{Polled, Ready, Receive};
 use crate::sample::Item;
 use crate::sys;
 
@@ -67,9 +67,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     /// After a receive that brought data, with a poll interval: hands over at once if that
     /// receive made a hand-over due; else, with no deadline passed, sleeps the interval (or
-    /// until a hand-over or the reorder timeout is due), and the next receive takes what came
-    /// meanwhile without waiting. A deadline already passed is left to `wait_for_data`.
-    pub(super) fn poll_sleep(&mut self) -> Polled {
+    /// until a hand-over or the reorder timeout is due) if `sleep` (the last receive took
+    /// what was queued), and the next receive takes what came meanwhile without waiting. A
+    /// deadline already passed is left to `wait_for_data`.
+    pub(super) fn poll_sleep(&mut self, sleep: bool) -> Polled {
         let now = sys::monotonic_ns();
         let due = self.hand_over_due();
         if due.is_some_and(|d| now >= d.on_receive) {
@@ -93,28 +94,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         if deadline.is_some_and(|d| d <= now) {
             return Polled::Due;
         }
-        let until = deadline.map_or(now + self.poll_ns, |d| d.min(now + self.poll_ns));
-        std::thread::sleep(Duration::from_nanos(until - now));
+        if sleep {
+            let until = deadline.map_or(now + self.poll_ns, |d| d.min(now + self.poll_ns));
+            std::thread::sleep(Duration::from_nanos(until - now));
+        }
         Polled::Slept
     }
-}
-
-/// What [`Receive::wait_for_data`] found.
-pub(super) enum Ready {
-    /// The socket is readable (or there is no deadline: the receive itself waits).
-    Now,
-    /// A deadline came first and was acted on.
-    Acted,
-    /// Nothing within the caller's wait.
-    Nothing,
-}
-
-/// What [`Receive::poll_sleep`] did.
-pub(super) enum Polled {
-    /// The last receive made a hand-over due: done instead of sleeping.
-    HandedOver,
-    /// Slept: the next receive does not wait.
-    Slept,
-    /// A deadline has passed: `wait_for_data` acts on it.
-    Due,
 }
