@@ -16,7 +16,7 @@ use fsdr_net_io::depacketizer::{DepacketizerConfig, DepacketizerStats, TagKind};
 use fsdr_net_io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Faults, Signal, ramp_index};
 use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
 use fsdr_net_io::sample::{Decoder, Item, WireFormat};
-use fsdr_net_io::{Backend, EngineConfig, Format, Stats};
+use fsdr_net_io::{Backend, Coalesce, EngineConfig, Format, Stats};
 use num_complex::{Complex, Complex32};
 
 const SPP: u64 = 100;
@@ -635,6 +635,56 @@ fn the_buffer_returned_last_is_filled_next_and_lending_is_bounded() {
     assert!((1..=2).contains(&used.len()), "buffers used: {used:?}");
     let (stats, dp, _) = rx.shutdown();
     assert_eq!((stats.delivered, dp.items), (12, 1200));
+}
+
+/// Polling under load (`poll_interval`) with the latency budget's wake moderation: after a
+/// burst, datagrams that come alone are still handed over with nothing sent behind them —
+/// a receive that finds the socket empty goes back to waiting, and the moderation's deadline
+/// hands the buffer over.
+#[test]
+fn a_polling_receiver_hands_a_lone_datagram_over() {
+    let mode = Mode {
+        inline: false,
+        gro: false,
+        zero_fill: true,
+        poll: true,
+    };
+    let mut engine = engine_config(mode, Format::Seq64);
+    engine.coalesce = Coalesce::Adaptive {
+        frames: usize::MAX,
+        time: Duration::from_millis(1),
+    };
+    let mut rx = start_bytes(engine, 4, 64 * 1024);
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = rx.local_addr();
+    let send = |seq: u64| {
+        let mut dg = seq.to_le_bytes().to_vec();
+        dg.extend_from_slice(&[seq as u8; 100]);
+        tx.send_to(&dg, dest).unwrap();
+    };
+    let mut items = 0;
+    let mut take_until = |rx: &mut InPlaceReceiver<u8, Vec<u8>>, want: usize, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while items < want {
+            assert!(Instant::now() < deadline, "{what}: {items} of {want} items");
+            rx.notifier().wait_timeout(Duration::from_millis(20));
+            while let Some(f) = rx.take() {
+                items += f.items;
+                rx.give(f.buffer).unwrap();
+            }
+        }
+    };
+    // A burst: the thread is polling after it.
+    for seq in 0..300 {
+        send(seq);
+    }
+    take_until(&mut rx, 300 * 100, "the burst");
+    for seq in 300..305 {
+        send(seq);
+        take_until(&mut rx, (seq as usize + 1) * 100, "a lone datagram");
+    }
+    let (stats, dp, _) = rx.shutdown();
+    assert_eq!((stats.delivered, dp.items, stats.missed), (305, 30_500, 0));
 }
 
 /// Issue #34, item 2: after a loss the datagrams behind the gap land at their sample
