@@ -314,14 +314,20 @@ pub fn run_inplace<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]
             let b = take(f, &mut out);
             rx.give(b).unwrap();
         }
-        // Every datagram decided on (delivered or not), then a moment for the last buffer.
+        // Every datagram decided on (delivered or not), then no buffer for a while: the
+        // zeros of a long gap may still be coming, one buffer at a time, after the last
+        // datagram was decided (measured from the last buffer, so that a stall of the
+        // receive thread on a loaded machine does not end the run early).
+        if any {
+            quiet = None;
+        }
         let st = rx.stats();
         if sender.is_finished()
             && st.received >= sent
             && st.delivered + st.duplicates + st.late >= sent
         {
             let since = *quiet.get_or_insert_with(Instant::now);
-            if !any && since.elapsed() > Duration::from_millis(50) {
+            if since.elapsed() > Duration::from_millis(200) {
                 break;
             }
         }
