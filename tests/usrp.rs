@@ -1,9 +1,8 @@
-//! `usrp_sim` → `usrp_rx --listen` across two processes, for every format, with faults; and
-//! the receivers of the loss harness (`loss_rx`), whose counts `cargo xtask loss` reports.
+//! `usrp_sim` → `usrp_rx --listen` across two processes, for every format, with faults (the
+//! loss harness's receivers: `loss_harness.rs`).
 
 mod examples;
 
-use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 
 use examples::{example, free_port, last_json, wait_until_listening};
@@ -458,108 +457,4 @@ fn ctrl_c_stops_cleanly_and_prints_the_final_figures() {
     let text = String::from_utf8_lossy(&mem.stdout);
     assert!(text.contains("Received 0 bytes"), "{text}");
     assert!(text.contains("kernel_drops 0"), "{text}");
-}
-
-/// Starts `loss_rx --receiver NAME`, waits for its address, runs `send(addr)`, and returns the
-/// receiver's JSON result.
-fn loss_rx(receiver: &str, send: impl FnOnce(&str)) -> Value {
-    use std::io::{BufRead, Read};
-    let mut rx = Command::new(example("loss_rx"))
-        .args(["--receiver", receiver, "--format", "chdr", "--size", "8000"])
-        .args(["--idle", "0.5", "--timeout", "60"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("loss_rx starts");
-    let mut out = std::io::BufReader::new(rx.stdout.take().expect("stdout piped"));
-    let mut first = String::new();
-    out.read_line(&mut first)
-        .expect("loss_rx prints its address");
-    let addr = first
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{receiver}: {first:?}"))
-        .to_string();
-    send(&addr);
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).expect("loss_rx output");
-    assert!(
-        rx.wait().expect("loss_rx ends").success(),
-        "{receiver} failed"
-    );
-    serde_json::from_str(rest.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("{receiver}: {e}: {rest}"))
-}
-
-fn sim_to(addr: &str, extra: &[&str]) -> Value {
-    let out = Command::new(example("usrp_sim"))
-        .args(["--dest", addr, "--format", "chdr", "--spp", "1996"])
-        .args(extra)
-        .output()
-        .expect("usrp_sim runs");
-    assert!(out.status.success());
-    serde_json::from_slice(out.stdout.trim_ascii()).expect("usrp_sim JSON")
-}
-
-#[test]
-fn every_loss_harness_receiver_accounts_for_every_datagram() {
-    // Unpaced into a debug build: some receivers lose datagrams, and every loss must show up
-    // as a kernel drop or an overflow (FutureSDR's block: kernel drops read from /proc).
-    for receiver in ["flowgraph-mio", "engine-uring", "futuresdr", "recvmmsg"] {
-        let mut sent = Value::Null;
-        let rx = loss_rx(receiver, |addr| {
-            sent = sim_to(
-                addr,
-                &["--samples", &(1996 * 3000).to_string(), "--unpaced"],
-            );
-        });
-        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(u64::MAX);
-        let packets = n(&sent, "packets_sent") - n(&sent, "send_errors");
-        assert_eq!(n(&rx, "malformed"), 0, "{receiver}: {rx}");
-        assert_eq!(
-            n(&rx, "delivered") + n(&rx, "kernel_drops") + n(&rx, "overflows"),
-            packets,
-            "{receiver}: {rx} {sent}"
-        );
-        assert_eq!(
-            n(&rx, "bytes"),
-            n(&rx, "delivered") * 1996 * 4,
-            "{receiver}"
-        );
-        assert!(rx["cpu_seconds"].as_f64().is_some_and(|c| c > 0.0), "{rx}");
-    }
-}
-
-#[test]
-fn loss_harness_receivers_count_datagrams_that_do_not_parse() {
-    for receiver in ["engine-mio", "futuresdr", "recvmmsg"] {
-        let rx = loss_rx(receiver, |addr| {
-            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-            // Eight-byte CHDR headers whose length field disagrees with the datagram.
-            for _ in 0..10 {
-                tx.send_to(&[0u8; 8000], addr).unwrap();
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-            sim_to(
-                addr,
-                &["--samples", &(1996 * 20).to_string(), "--rate", "2e6"],
-            );
-        });
-        let n = |k: &str| rx[k].as_u64().unwrap_or(u64::MAX);
-        if receiver == "futuresdr" {
-            // Its 208 KiB socket loses datagrams even at this rate in a debug build; every
-            // one is a kernel drop, and the bad ones that arrive are counted.
-            assert!(n("malformed") > 0, "{rx}");
-            assert_eq!(
-                n("malformed") + n("delivered") + n("kernel_drops"),
-                30,
-                "{rx}"
-            );
-        } else {
-            assert_eq!(
-                (n("malformed"), n("delivered")),
-                (10, 20),
-                "{receiver}: {rx}"
-            );
-        }
-    }
 }

@@ -5,6 +5,8 @@
 //!
 //! Receivers:
 //! * `flowgraph-<backend>`: fsdr-net's `UdpSource` → counting sink in a FutureSDR flowgraph;
+//!   `flowgraph-multi`: its `MultiUdpSource`, one output and sink per channel of a
+//!   `--channels N` stream (`usrp_sim --channels N` to the same port);
 //! * `engine-<backend>`: the fsdr-net receive engine alone, its consumer on the main thread;
 //!   `engine-inline`: the same engine (mio backend) received inline, on that thread;
 //! * `inplace`, `inplace-inline`: fsdr-net's in-place receiver alone (bytes as items), its
@@ -19,6 +21,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod ports;
 mod receivers;
 
 use receivers::*;
@@ -34,7 +37,7 @@ use fsdr_net::io::{Backend, Format};
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// flowgraph-<backend>, flowgraph-inplace, engine-<backend>, engine-inline, inplace,
+    /// flowgraph-<backend>, flowgraph-inplace, flowgraph-multi, engine-<backend>, engine-inline, inplace,
     /// inplace-inline, futuresdr or recvmmsg.
     #[arg(long, default_value = "flowgraph-mio")]
     receiver: String,
@@ -60,6 +63,16 @@ struct Args {
     /// its first worker (instead of the default runtime): a hand-over then wakes one worker.
     #[arg(long)]
     flow_pinned: bool,
+    /// Channels of the stream (`usrp_sim --channels N`: stream ID or CHDR destination
+    /// endpoint c): `flowgraph-multi` gives each its own output; `recvmmsg` counts every
+    /// datagram whatever its channel; the other receivers take one stream and so only 1.
+    #[arg(long, default_value_t = 1)]
+    channels: usize,
+    /// Ports: N streams, one to each of N consecutive ports from the one announced (the
+    /// harness starts a sender per port); `flowgraph-<backend>` and `flowgraph-inplace` run
+    /// a source per port in one flowgraph, `recvmmsg` a loop per port, each on its thread.
+    #[arg(long, default_value_t = 1)]
+    ports: usize,
     /// Multicast: --bind 239.x.y.z:PORT joins a group.
     #[command(flatten)]
     multicast: common::multicast::RxMulticastArgs,
@@ -110,13 +123,35 @@ fn main() -> Result<()> {
     let meter = fsdr_net::io::host::ThreadCpuMeter::start(Duration::from_millis(100))?;
     let (kind, backend) = match args.receiver.split_once('-') {
         Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
+        Some(("flowgraph", "multi")) => ("flowgraph-multi", None),
         Some(("inplace", "inline")) => ("inplace-inline", None),
         Some(("engine", "inline")) => ("engine-inline", None),
         Some((k, b)) => (k, Some(b.parse::<Backend>().map_err(anyhow::Error::msg)?)),
         None => (args.receiver.as_str(), None),
     };
+    if args.channels == 0 || (args.channels > 1 && !matches!(kind, "flowgraph-multi" | "recvmmsg"))
+    {
+        bail!(
+            "--channels {}: only flowgraph-multi and recvmmsg receive several channels (and \
+             every receiver at least one)",
+            args.channels
+        );
+    }
+    if args.ports == 0
+        || (args.ports > 1
+            && (args.channels > 1
+                || args.bind.ip().is_multicast()
+                || !matches!(kind, "flowgraph" | "flowgraph-inplace" | "recvmmsg")))
+    {
+        bail!(
+            "--ports {}: only flowgraph-<backend>, flowgraph-inplace and recvmmsg receive on \
+             several ports, unicast and one channel each (and every receiver on at least one)",
+            args.ports
+        );
+    }
     let outcome = match (kind, backend) {
         ("flowgraph-inplace", None) => flowgraph_in_place(&args)?,
+        ("flowgraph-multi", None) => flowgraph_multi(&args)?,
         ("inplace", None) => in_place(&args, false)?,
         ("inplace-inline", None) => in_place(&args, true)?,
         ("flowgraph", Some(b)) => flowgraph(&args, b)?,
@@ -125,7 +160,7 @@ fn main() -> Result<()> {
         ("futuresdr", None) => futuresdr_source(&args)?,
         ("recvmmsg", None) => reference(&args)?,
         _ => bail!(
-            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace, engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
+            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace, flowgraph-multi, engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
             args.receiver
         ),
     };
@@ -181,7 +216,7 @@ impl ThreadSplit {
         };
         for t in threads {
             tracing::debug!(tid = t.tid, name = %t.name, seconds = t.seconds, "thread CPU");
-            let role = if t.tid == pid {
+            let role = if t.tid == pid || t.name.starts_with(ports::LOOP_THREAD) {
                 &mut split.main
             } else if t
                 .name

@@ -7,16 +7,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use fsdr_net::io::socket::{SocketConfig, open_socket};
+use fsdr_net::io::StreamSelector;
+use fsdr_net::io::socket::{OpenedSocket, SocketConfig, open_socket};
 use fsdr_net::io::sys::{RecvBatch, Wait, socket_drops};
 use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
 use fsdr_net::{SourceStats, UdpSource, UdpSourceBuilder};
 use futuresdr::blocks::NullSink;
-use futuresdr::runtime::Flowgraph;
 use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 use futuresdr::runtime::macros::connect;
+use futuresdr::runtime::{BlockRef, Flowgraph};
 
+use super::ports::{LOOP_THREAD, on_ports};
 use super::{Args, Outcome, announce};
 
 pub(crate) fn header_len(args: &Args) -> usize {
@@ -24,9 +26,9 @@ pub(crate) fn header_len(args: &Args) -> usize {
         .header_len(matches!(args.format, Format::Chdr | Format::Vrt))
 }
 
-/// The builder both flowgraph receivers start from.
-pub(crate) fn source_builder(args: &Args) -> UdpSourceBuilder<u8> {
-    let b = UdpSource::<u8>::builder(args.bind.to_string())
+/// The builder every flowgraph receiver starts from, bound to `bind`.
+pub(crate) fn source_builder(args: &Args, bind: SocketAddr) -> UdpSourceBuilder<u8> {
+    let b = UdpSource::<u8>::builder(bind.to_string())
         .format(args.format)
         // Bytes are counted, not decoded.
         .wire_format(fsdr_net::io::WireFormat::Plain)
@@ -90,33 +92,121 @@ pub(crate) fn flowgraph_outcome(args: &Args, bytes: u64, s: SourceStats) -> Outc
     }
 }
 
+/// fsdr-net's `UdpSource` into a sink; with `--ports N` one source and sink per port.
 pub(crate) fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
-    let src = source_builder(args)
-        .backend(backend)
-        // After the backend: the xdp backend's interface.
-        .configure(|c| args.multicast.apply_xdp(c))
-        .build()?;
-    let local = src.local_addr();
-    let sink = NullSink::<u8>::new();
-    let mut fg = Flowgraph::new();
-    connect!(fg, src > sink);
-    let blocks = vec![src.id(), sink.id()];
-    let fg = run_flowgraph(args, fg, local, blocks)?;
-    let bytes = fg.block(&sink)?.n_received() as u64;
-    Ok(flowgraph_outcome(args, bytes, fg.block(&src)?.stats()))
+    let srcs = on_ports(
+        args,
+        |bind| {
+            Ok(source_builder(args, bind)
+                .backend(backend)
+                // After the backend: the xdp backend's interface.
+                .configure(|c| args.multicast.apply_xdp(c))
+                .build()?)
+        },
+        |s| s.local_addr(),
+    )?;
+    let local = srcs[0].local_addr();
+    per_port(
+        args,
+        srcs,
+        local,
+        |mut fg, src| {
+            let sink = NullSink::<u8>::new();
+            connect!(fg, src > sink);
+            Ok((src, sink))
+        },
+        |fg, (src, sink)| Ok((fg.block(sink)?.n_received(), fg.block(src)?.stats())),
+    )
 }
 
-/// The zero-copy source into a sink that reads the circuit buffer in place.
-pub(crate) fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
-    let src = source_builder(args).build_in_place()?;
-    let local = src.local_addr();
-    let sink = NullSink::<u8, circuit::Reader<u8>>::new();
+/// A source per port, each added to one flowgraph with its sink by `add`; runs it and adds
+/// up what each delivered (`each`: a sink's byte count and its source's counters).
+fn per_port<S: Kernel + 'static, K: Kernel + 'static>(
+    args: &Args,
+    srcs: Vec<S>,
+    local: SocketAddr,
+    add: impl Fn(&mut Flowgraph, S) -> Result<(BlockRef<S>, BlockRef<K>)>,
+    each: impl Fn(&Flowgraph, &(BlockRef<S>, BlockRef<K>)) -> Result<(usize, SourceStats)>,
+) -> Result<Outcome> {
     let mut fg = Flowgraph::new();
-    connect!(fg, src > sink; src < sink);
-    let blocks = vec![src.id(), sink.id()];
+    let mut pairs = Vec::with_capacity(srcs.len());
+    let mut blocks = Vec::new();
+    for src in srcs {
+        let (src, sink) = add(&mut fg, src)?;
+        blocks.extend([src.id(), sink.id()]);
+        pairs.push((src, sink));
+    }
     let fg = run_flowgraph(args, fg, local, blocks)?;
-    let bytes = fg.block(&sink)?.n_received() as u64;
-    Ok(flowgraph_outcome(args, bytes, fg.block(&src)?.stats()))
+    let mut out = Outcome::default();
+    for p in &pairs {
+        let (bytes, stats) = each(&fg, p)?;
+        out.merge(flowgraph_outcome(args, bytes as u64, stats));
+    }
+    Ok(out)
+}
+
+/// `MultiUdpSource`, one output per channel of the stream (`--channels`: stream ID or CHDR
+/// destination endpoint c, as `usrp_sim --channels` sends them), each into its own sink.
+pub(crate) fn flowgraph_multi(args: &Args) -> Result<Outcome> {
+    use fsdr_net::io::emulator::channel_stream_id;
+    let ids = (0..args.channels).map(|c| StreamSelector::Id(channel_stream_id(args.format, c)));
+    let src = source_builder(args, args.bind).build_streams(ids)?;
+    let local = src.local_addr();
+    let mut fg = Flowgraph::new();
+    let src = fg.add(src);
+    let mut blocks = vec![src.id()];
+    let mut sinks = Vec::with_capacity(args.channels);
+    for c in 0..args.channels {
+        let sink = fg.add(NullSink::<u8>::new());
+        fg.stream(
+            &src,
+            move |b| b.outputs().get_mut(c).expect("an output per channel"),
+            &sink,
+            |b| b.input(),
+        )?;
+        blocks.push(sink.id());
+        sinks.push(sink);
+    }
+    let fg = run_flowgraph(args, fg, local, blocks)?;
+    let mut bytes = 0;
+    for sink in &sinks {
+        bytes += fg.block(sink)?.n_received() as u64;
+    }
+    let s = fg.block(&src)?.stats();
+    let mut out = flowgraph_outcome(
+        args,
+        bytes,
+        SourceStats {
+            engine: s.engine.clone(),
+            ..SourceStats::default()
+        },
+    );
+    // Every output's own drops (its reader late beyond the hold) and copies.
+    out.overflows += s.streams.iter().map(|o| o.overflow).sum::<u64>();
+    out.copied_bytes = Some(s.streams.iter().map(|o| o.stream.copied_bytes).sum());
+    Ok(out)
+}
+
+/// The zero-copy source into a sink that reads the circuit buffer in place; with `--ports N`
+/// one source and sink per port.
+pub(crate) fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
+    let srcs = on_ports(
+        args,
+        |bind| Ok(source_builder(args, bind).build_in_place()?),
+        |s| s.local_addr(),
+    )?;
+    let local = srcs[0].local_addr();
+    per_port(
+        args,
+        srcs,
+        local,
+        |mut fg, src| {
+            let sink = NullSink::<u8, circuit::Reader<u8>>::new();
+            connect!(fg, src > sink; src < sink);
+            Ok((src, sink))
+        },
+        |fg, (src, sink)| Ok((fg.block(sink)?.n_received(), fg.block(src)?.stats())),
+    )
 }
 
 /// The in-place receiver alone: payload bytes land in 32 buffers of 64 datagrams each (or
@@ -250,30 +340,60 @@ impl StreamEnd {
 }
 
 pub(crate) fn reference(args: &Args) -> Result<Outcome> {
-    // The same socket setup as the engine's (receive buffer forced up), then one plain loop.
-    let mut socket = SocketConfig::new(args.bind);
-    args.multicast.apply(Some(args.bind), &mut socket)?;
-    let opened = open_socket(&socket, false)?;
-    announce(opened.local_addr);
+    // The same socket setup as the engine's (receive buffer forced up), then one plain loop
+    // per port (`--ports`), each on a thread of its own.
+    let sockets = on_ports(
+        args,
+        |bind| {
+            let mut socket = SocketConfig::new(bind);
+            args.multicast.apply(Some(bind), &mut socket)?;
+            Ok(open_socket(&socket, false)?)
+        },
+        |o| o.local_addr,
+    )?;
+    announce(sockets[0].local_addr);
+    std::thread::scope(|s| {
+        let loops: Vec<_> = sockets
+            .iter()
+            .skip(1)
+            .enumerate()
+            .map(|(c, o)| {
+                std::thread::Builder::new()
+                    .name(format!("{LOOP_THREAD}{}", c + 1))
+                    .spawn_scoped(s, move || reference_loop(args, o))
+            })
+            .collect::<std::io::Result<_>>()?;
+        let mut out = reference_loop(args, &sockets[0])?;
+        for l in loops {
+            out.merge(
+                l.join()
+                    .map_err(|_| anyhow::anyhow!("a reference loop panicked"))??,
+            );
+        }
+        Ok(out)
+    })
+}
+
+/// The bare loop on one socket: one blocking recvmmsg(MSG_WAITFORONE) per batch, each
+/// datagram counted by its header.
+fn reference_loop(args: &Args, opened: &OpenedSocket) -> Result<Outcome> {
+    let socket = &opened.socket;
     const BATCH: usize = 64;
     let slot = args.size.max(9000);
     let mut batch = RecvBatch::new(BATCH);
     let mut bufs = vec![0u8; BATCH * slot];
     let mut out = Outcome::default();
     let mut end = StreamEnd::new(args);
-    // The bare loop: one blocking recvmmsg(MSG_WAITFORONE) per batch; the receive timeout
-    // only serves to notice the end of the stream.
-    opened.socket.set_nonblocking(false)?;
-    opened
-        .socket
-        .set_read_timeout(Some(Duration::from_millis(50)))?;
+    // The receive timeout only serves to notice the end of the stream.
+    socket.set_nonblocking(false)?;
+    socket.set_read_timeout(Some(Duration::from_millis(50)))?;
     loop {
         for (i, chunk) in bufs.chunks_mut(slot).enumerate() {
             // SAFETY: the buffers outlive the call and nothing else uses them meanwhile.
             // Checked by: `every_loss_harness_receiver_accounts_for_every_datagram`.
             unsafe { batch.set_buffer(i, chunk.as_mut_ptr(), chunk.len()) };
         }
-        match batch.recv(&opened.socket, BATCH, Wait::ForOne) {
+        match batch.recv(socket, BATCH, Wait::ForOne) {
             Ok(n) => {
                 end.data();
                 for (i, chunk) in bufs.chunks(slot).take(n).enumerate() {
@@ -293,7 +413,7 @@ pub(crate) fn reference(args: &Args) -> Result<Outcome> {
             Err(e) => return Err(e).context("recvmmsg"),
         }
     }
-    out.kernel_drops = socket_drops(&opened.socket).unwrap_or(0) as u64;
+    out.kernel_drops = socket_drops(socket).unwrap_or(0) as u64;
     Ok(out)
 }
 

@@ -24,6 +24,14 @@ pub fn receivers(netns: bool) -> Vec<String> {
         .collect()
 }
 
+/// The receivers that take a stream of several channels (`--channels`), in table order.
+pub(crate) const MULTI_CHANNEL: [&str; 2] = ["flowgraph-multi", "recvmmsg"];
+
+/// Whether a receiver takes several ports (`--ports`).
+pub(crate) fn takes_ports(name: &str) -> bool {
+    name == "recvmmsg" || name.starts_with("flowgraph-") && name != "flowgraph-multi"
+}
+
 /// One receiver of the sweep as given: `loss_rx`'s receiver and the options it runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ReceiverSpec {
@@ -114,6 +122,18 @@ pub struct LossArgs {
     /// against the datagrams sent.
     #[arg(long)]
     pub drop_every: Option<u64>,
+    /// Channels in the stream: `usrp_sim --channels N` sends N streams (stream ID or CHDR
+    /// destination endpoint c) to the one port, the offered rate split evenly among them.
+    /// Only `flowgraph-multi` (a `MultiUdpSource`, an output per channel) and `recvmmsg` (every
+    /// datagram counted) take several; they are the default receivers then.
+    #[arg(long, default_value_t = 1)]
+    pub channels: usize,
+    /// Ports: N streams, each from its own `usrp_sim` to one of N consecutive ports (the
+    /// offered rate split evenly), as a radio whose channels stream to ports of their own.
+    /// Only `flowgraph-<backend>` and `flowgraph-inplace` (a source per port, in one
+    /// flowgraph) and `recvmmsg` (a loop per port, each on its own thread) take several.
+    #[arg(long, default_value_t = 1)]
+    pub ports: usize,
     /// FutureSDR smol workers of the flowgraph receivers (fsdr-net's and FutureSDR's UdpSource
     /// alike); default (and 0): FutureSDR's default runtime, `Runtime::new()`, one worker per
     /// core, which is what every user gets.

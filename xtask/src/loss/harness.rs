@@ -149,6 +149,12 @@ impl Harness {
         if let Some(w) = self.workers {
             rx.args(["--workers", &w.to_string()]);
         }
+        if self.args.channels > 1 {
+            rx.args(["--channels", &self.args.channels.to_string()]);
+        }
+        if self.args.ports > 1 {
+            rx.args(["--ports", &self.args.ports.to_string()]);
+        }
         let cpu_before = CpuTimes::now();
         let mut rx = rx
             .args(["--size", &self.datagram.to_string(), "--idle", "0.5"])
@@ -173,29 +179,7 @@ impl Harness {
             bail!("{receiver}: expected `listening on ADDR`, got {first:?}");
         };
         let datagram = self.datagram as f64;
-        let mut tx = self.command(false, "usrp_sim")?;
-        tx.args(["--dest", addr, "--format", self.format.name()])
-            .args(["--spp", &self.spp.to_string()])
-            .args(["--burst-us", &self.args.burst_us.to_string()])
-            .args(["--duration", &seconds.to_string()])
-            .stdout(Stdio::piped());
-        if let Some(n) = self.args.drop_every {
-            tx.args(["--drop-every", &n.to_string()]);
-        }
-        match rate {
-            Rate::MBps(mbps) => {
-                let sps = mbps * 1e6 / datagram * self.spp as f64;
-                tx.args(["--rate", &format!("{sps}")]);
-            }
-            Rate::Unpaced => {
-                tx.arg("--unpaced");
-            }
-        }
-        // If the sender fails, the receiver is stopped too rather than left waiting.
-        let sent = tx.spawn().context("starting usrp_sim").and_then(|mut tx| {
-            let _tx_running = Tracked::new(tx.id());
-            read_json_line(&mut tx).context("usrp_sim")
-        });
+        let sent = self.send(addr, rate, seconds);
         let sent = match sent {
             Ok(v) => v,
             Err(e) => {
@@ -240,6 +224,74 @@ impl Harness {
             ratio_rounds: 0,
             rounds: 1,
         })
+    }
+
+    /// Streams for `seconds` at `rate` to `addr` (one `usrp_sim` process with every channel),
+    /// or with `--ports N` to the N ports from `addr`'s (one `usrp_sim` per port, the rate
+    /// split evenly); what they sent, summed: `packets_sent`, `send_errors`, `seconds` (the
+    /// longest).
+    fn send(&self, addr: &str, rate: Rate, seconds: f64) -> Result<Value> {
+        let first: std::net::SocketAddr = addr.parse().context("the receiver's address")?;
+        let ports = self.args.ports.max(1);
+        let channels = self.args.channels.max(1);
+        let mut senders = Vec::with_capacity(ports);
+        for p in 0..ports {
+            let dest = std::net::SocketAddr::new(first.ip(), first.port() + p as u16);
+            let mut tx = self.command(false, "usrp_sim")?;
+            tx.args(["--dest", &dest.to_string(), "--format", self.format.name()])
+                .args(["--spp", &self.spp.to_string()])
+                .args(["--burst-us", &self.args.burst_us.to_string()])
+                .args(["--duration", &seconds.to_string()])
+                .stdout(Stdio::piped());
+            if let Some(n) = self.args.drop_every {
+                tx.args(["--drop-every", &n.to_string()]);
+            }
+            if channels > 1 {
+                tx.args(["--channels", &channels.to_string()]);
+            }
+            match rate {
+                Rate::MBps(mbps) => {
+                    // usrp_sim's rate is each channel's.
+                    let sps = mbps * 1e6 / self.datagram as f64 * self.spp as f64
+                        / (channels * ports) as f64;
+                    tx.args(["--rate", &format!("{sps}")]);
+                }
+                Rate::Unpaced => {
+                    tx.arg("--unpaced");
+                }
+            }
+            match tx.spawn() {
+                Ok(tx) => senders.push(tx),
+                Err(e) => {
+                    for mut t in senders {
+                        let _ = t.kill();
+                        let _ = t.wait();
+                    }
+                    return Err(e).context("starting usrp_sim");
+                }
+            }
+        }
+        let tracked: Vec<Tracked> = senders.iter().map(|t| Tracked::new(t.id())).collect();
+        let mut total = serde_json::json!({"packets_sent": 0, "send_errors": 0, "seconds": 0.0});
+        let mut failed = None;
+        for mut tx in senders {
+            match read_json_line(&mut tx).context("usrp_sim") {
+                Ok(v) => {
+                    for k in ["packets_sent", "send_errors"] {
+                        total[k] =
+                            (total[k].as_u64().unwrap_or(0) + v[k].as_u64().unwrap_or(0)).into();
+                    }
+                    let secs = v["seconds"].as_f64().unwrap_or(seconds);
+                    total["seconds"] = total["seconds"].as_f64().unwrap_or(0.0).max(secs).into();
+                }
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        drop(tracked);
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(total),
+        }
     }
 
     /// Of one cell's runs, the one with the median CPU per GB; its ratio to the reference is

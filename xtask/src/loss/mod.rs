@@ -29,14 +29,40 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
     if rates.is_empty() {
         bail!("--rates is empty");
     }
-    let receivers: Vec<String> = if args.receivers.is_empty() {
+    if args.channels == 0 || args.ports == 0 {
+        bail!("--channels and --ports must be at least 1");
+    }
+    if args.channels > 1 && args.ports > 1 {
+        bail!("--channels and --ports do not combine: several channels go to one port");
+    }
+    let receivers: Vec<String> = if args.receivers.is_empty() && args.channels > 1 {
+        MULTI_CHANNEL.map(String::from).to_vec()
+    } else if args.receivers.is_empty() && args.ports > 1 {
+        ["flowgraph-mio", "flowgraph-inplace", "recvmmsg"]
+            .map(String::from)
+            .to_vec()
+    } else if args.receivers.is_empty() {
         receivers(args.netns)
     } else {
         args.receivers.clone()
     };
     // A misspelt receiver option fails here, not after the sweep's first rounds.
     for r in &receivers {
-        ReceiverSpec::parse(r)?;
+        let spec = ReceiverSpec::parse(r)?;
+        if args.channels > 1 && !MULTI_CHANNEL.contains(&spec.name.as_str()) {
+            bail!(
+                "receiver {r:?} takes one stream; with --channels {} only {} can run",
+                args.channels,
+                MULTI_CHANNEL.join(" and ")
+            );
+        }
+        if args.ports > 1 && !takes_ports(&spec.name) {
+            bail!(
+                "receiver {r:?} takes one port; with --ports {} only flowgraph-<backend>, \
+                 flowgraph-inplace and recvmmsg can run",
+                args.ports
+            );
+        }
     }
     build()?;
     let h = Harness::new(args.clone())?;
@@ -123,6 +149,8 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             "datagram_bytes": args.size,
             "seconds": args.seconds,
             "burst_us": args.burst_us,
+            "channels": args.channels,
+            "ports": args.ports,
             "drop_every": args.drop_every,
             "workers": h.workers,
             "cells": cells.iter().map(Cell::to_json).collect::<Vec<_>>(),
@@ -147,6 +175,18 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
                 .map_or("FutureSDR's default (one per core)".to_string(), |w| w
                     .to_string())
         );
+        if args.channels > 1 {
+            println!(
+                "{} channels in one stream to one port (`usrp_sim --channels {}`), the rate split evenly",
+                args.channels, args.channels
+            );
+        }
+        if args.ports > 1 {
+            println!(
+                "{} streams to {} consecutive ports, one usrp_sim each, the rate split evenly; a source (or loop) per port",
+                args.ports, args.ports
+            );
+        }
         if let Some(n) = args.drop_every {
             println!("the sender left out every {n}th datagram (a loss in {n})");
         }
@@ -280,6 +320,17 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_channels_or_ports_go_only_to_receivers_that_take_them() {
+        for r in MULTI_CHANNEL {
+            assert!(ReceiverSpec::parse(r).is_ok());
+        }
+        assert!(takes_ports("flowgraph-mio") && takes_ports("flowgraph-inplace"));
+        assert!(takes_ports("recvmmsg"));
+        assert!(!takes_ports("flowgraph-multi") && !takes_ports("engine-mio"));
+        assert!(!takes_ports("inplace") && !takes_ports("futuresdr"));
+    }
 
     #[test]
     fn receiver_specs_carry_loss_rx_options() {
