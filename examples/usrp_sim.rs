@@ -12,7 +12,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Parser;
 use common::{ContextArgs, FaultArgs, Mode, SignalArg, format_for, parse_f64, parse_u64};
 use fsdr_net::io::Format;
@@ -71,11 +71,20 @@ struct Args {
     /// Multicast: --dest 239.x.y.z:PORT sends to a group.
     #[command(flatten)]
     multicast: common::multicast::TxMulticastArgs,
+    /// Run the whole process on these CPUs (comma-separated: its affinity, set before any
+    /// thread starts, as `taskset -c` does). FutureSDR's default runtime then makes one
+    /// worker per CPU given.
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<usize>,
 }
 
 fn main() -> Result<()> {
     common::init_logging();
     let args = Args::parse();
+    if !args.cpus.is_empty() {
+        fsdr_net::io::sys::sched::set_thread_cpus(&args.cpus)
+            .with_context(|| format!("--cpus {:?}", args.cpus))?;
+    }
     let mut cfg = EmulatorConfig::new(args.dest, format_for(args.mode, args.format));
     cfg.rate = args.rate;
     cfg.spp = args.spp;

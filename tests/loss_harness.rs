@@ -142,6 +142,46 @@ fn the_loss_harness_receives_streams_on_consecutive_ports() {
 }
 
 #[test]
+fn the_loss_harness_runs_sender_and_receiver_on_the_cpus_given() {
+    // `cargo xtask loss --pin`: `--cpus` places each process; the reference loop also runs
+    // with `--loop-sets` (buffers that leave the cache). A CPU the machine lacks is an error
+    // that names it, before anything is received.
+    let cpu = fsdr_net::io::sys::sched::allowed_cpus().expect("the allowed CPUs")[0].to_string();
+    let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(u64::MAX);
+    for (receiver, extra) in [
+        ("flowgraph-mio", vec!["--cpus", &cpu]),
+        ("recvmmsg", vec!["--cpus", &cpu, "--loop-sets", "4"]),
+    ] {
+        let mut packets = 0;
+        let rx = loss_rx_with(receiver, &extra, |addr| {
+            let sent = sim_to(
+                addr,
+                &["--cpus", &cpu, "--samples", &(1996 * 300).to_string()],
+            );
+            packets = n(&sent, "packets_sent") - n(&sent, "send_errors");
+        });
+        assert_eq!(packets, 300);
+        accounted(receiver, &rx, packets);
+    }
+    for (bin, more) in [
+        ("loss_rx", &[][..]),
+        ("usrp_sim", &["--dest", "127.0.0.1:9"][..]),
+    ] {
+        let out = Command::new(example(bin))
+            .args(["--cpus", "100000"])
+            .args(more)
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "{bin}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--cpus") && err.contains("100000"),
+            "{bin}: {err}"
+        );
+    }
+}
+
+#[test]
 fn loss_harness_receivers_count_datagrams_that_do_not_parse() {
     for receiver in ["engine-mio", "futuresdr", "recvmmsg"] {
         let rx = loss_rx(receiver, |addr| {

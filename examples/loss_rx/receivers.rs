@@ -381,13 +381,20 @@ fn reference_loop(args: &Args, opened: &OpenedSocket) -> Result<Outcome> {
     const BATCH: usize = 64;
     let slot = args.size.max(9000);
     let mut batch = RecvBatch::new(BATCH);
-    let mut bufs = vec![0u8; BATCH * slot];
+    // `--loop-sets`: the batches of buffers the loop cycles through, one per call.
+    let sets = args.loop_sets.max(1);
+    // A non-zero fill writes every page now, not on the first receive into it.
+    let mut all = vec![0x5au8; sets * BATCH * slot];
+    let mut call = 0usize;
     let mut out = Outcome::default();
     let mut end = StreamEnd::new(args);
     // The receive timeout only serves to notice the end of the stream.
     socket.set_nonblocking(false)?;
     socket.set_read_timeout(Some(Duration::from_millis(50)))?;
     loop {
+        let set = call % sets;
+        call = call.wrapping_add(1);
+        let bufs = &mut all[set * BATCH * slot..(set + 1) * BATCH * slot];
         for (i, chunk) in bufs.chunks_mut(slot).enumerate() {
             // SAFETY: the buffers outlive the call and nothing else uses them meanwhile.
             // Checked by: `every_loss_harness_receiver_accounts_for_every_datagram`.

@@ -134,6 +134,15 @@ pub struct LossArgs {
     /// flowgraph) and `recvmmsg` (a loop per port, each on its own thread) take several.
     #[arg(long, default_value_t = 1)]
     pub ports: usize,
+    /// The sender on a CPU of its own (the first this process may use) and the receiver on
+    /// the others (`usrp_sim --cpus`, `loss_rx --cpus`), as a radio is another machine.
+    /// Without it the scheduler places both, and on loopback the receive copy reads what the
+    /// sender has just written: the bare loop costs 0.09 CPU-s/GB when it runs on the
+    /// sender's CPU and 0.22–0.27 on the other, so the reference, and every ratio to it,
+    /// follows where the scheduler happened to put the loop. FutureSDR's default runtime
+    /// then has one worker per receiver CPU.
+    #[arg(long)]
+    pub pin: bool,
     /// FutureSDR smol workers of the flowgraph receivers (fsdr-net's and FutureSDR's UdpSource
     /// alike); default (and 0): FutureSDR's default runtime, `Runtime::new()`, one worker per
     /// core, which is what every user gets.

@@ -55,6 +55,37 @@ pub(crate) struct Harness {
     pub(crate) workers: Option<usize>,
     /// `--netns`: the receiver in `b`, the sender in `a`.
     pub(crate) pair: Option<fsdr_net_io::netns::VethPair>,
+    /// `--pin`: the sender's CPUs and the receiver's (`--cpus` lists).
+    pub(crate) cpus: Option<Cpus>,
+}
+
+/// Where `--pin` runs the sender and the receiver.
+#[derive(Debug, Clone)]
+pub(crate) struct Cpus {
+    pub(crate) sender: Vec<usize>,
+    pub(crate) receiver: Vec<usize>,
+}
+
+impl Cpus {
+    /// The first CPU this process may use for the sender, the rest for the receiver.
+    fn split() -> Result<Cpus> {
+        let all = fsdr_net_io::sys::sched::allowed_cpus().context("--pin: the allowed CPUs")?;
+        if all.len() < 2 {
+            bail!("--pin needs two CPUs or more (this process may use {all:?})");
+        }
+        Ok(Cpus {
+            sender: all[..1].to_vec(),
+            receiver: all[1..].to_vec(),
+        })
+    }
+
+    /// A `--cpus` argument.
+    pub(crate) fn list(cpus: &[usize]) -> String {
+        cpus.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 pub(crate) fn read_json_line(child: &mut Child) -> Result<Value> {
@@ -113,6 +144,7 @@ impl Harness {
         } else {
             None
         };
+        let cpus = if args.pin { Some(Cpus::split()?) } else { None };
         Ok(Harness {
             args,
             format,
@@ -120,6 +152,7 @@ impl Harness {
             datagram,
             workers,
             pair,
+            cpus,
         })
     }
 
@@ -154,6 +187,9 @@ impl Harness {
         }
         if self.args.ports > 1 {
             rx.args(["--ports", &self.args.ports.to_string()]);
+        }
+        if let Some(c) = &self.cpus {
+            rx.args(["--cpus", &Cpus::list(&c.receiver)]);
         }
         let cpu_before = CpuTimes::now();
         let mut rx = rx
@@ -248,6 +284,9 @@ impl Harness {
             }
             if channels > 1 {
                 tx.args(["--channels", &channels.to_string()]);
+            }
+            if let Some(c) = &self.cpus {
+                tx.args(["--cpus", &Cpus::list(&c.sender)]);
             }
             match rate {
                 Rate::MBps(mbps) => {

@@ -151,6 +151,8 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             "burst_us": args.burst_us,
             "channels": args.channels,
             "ports": args.ports,
+            "sender_cpus": h.cpus.as_ref().map(|c| &c.sender),
+            "receiver_cpus": h.cpus.as_ref().map(|c| &c.receiver),
             "drop_every": args.drop_every,
             "workers": h.workers,
             "cells": cells.iter().map(Cell::to_json).collect::<Vec<_>>(),
@@ -179,6 +181,13 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             println!(
                 "{} channels in one stream to one port (`usrp_sim --channels {}`), the rate split evenly",
                 args.channels, args.channels
+            );
+        }
+        if let Some(c) = &h.cpus {
+            println!(
+                "the sender on CPU {}, the receiver on CPU {} (--pin)",
+                Cpus::list(&c.sender),
+                Cpus::list(&c.receiver)
             );
         }
         if args.ports > 1 {

@@ -5,14 +5,49 @@ use std::io;
 
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).map_err(|_| {
-        io::Error::new(
+    set_thread_cpus(&[cpu])
+}
+
+/// Lets the calling thread run on `cpus` only (its affinity mask); threads it starts
+/// afterwards inherit the mask, so called first in `main` it places the whole process, as
+/// `taskset -c` does.
+///
+/// ```
+/// use fsdr_net_io::sys::sched::{allowed_cpus, set_thread_cpus};
+///
+/// let cpus = allowed_cpus().unwrap();
+/// std::thread::spawn(move || {
+///     set_thread_cpus(&cpus[..1]).unwrap();
+///     assert_eq!(allowed_cpus().unwrap(), &cpus[..1]);
+/// })
+/// .join()
+/// .unwrap();
+/// ```
+pub fn set_thread_cpus(cpus: &[usize]) -> io::Result<()> {
+    if cpus.is_empty() {
+        return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} out of range"),
-        )
-    })?;
+            "no CPU given to run on",
+        ));
+    }
+    let mut set = nix::sched::CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} out of range"),
+            )
+        })?;
+    }
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(io::Error::from)
+}
+
+/// The CPUs the calling thread may run on (its affinity mask), in ascending order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))?;
+    Ok((0..nix::sched::CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .collect())
 }
 
 /// Gives the calling thread SCHED_FIFO at `priority` (1..=99).
