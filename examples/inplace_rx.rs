@@ -66,6 +66,7 @@ fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let args = Args::parse();
+    args.tuning.place()?;
     let group = args.multicast.group(args.listen)?;
     let bind = args
         .listen

@@ -157,6 +157,7 @@ fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let args = Args::parse();
+    args.tuning.place()?;
     let s = if args.bare {
         bare(&args)?
     } else {

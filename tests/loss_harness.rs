@@ -1,5 +1,6 @@
 //! The receivers of the loss harness (`loss_rx`), whose counts `cargo xtask loss` reports:
-//! every datagram the sender sent is delivered or counted as lost, also with several channels.
+//! every datagram the sender sent is delivered or counted as lost, also with several channels;
+//! and the placement of sender and receiver that `--pin` gives both harnesses.
 
 mod examples;
 
@@ -163,9 +164,12 @@ fn the_loss_harness_runs_sender_and_receiver_on_the_cpus_given() {
         assert_eq!(packets, 300);
         accounted(receiver, &rx, packets);
     }
+    // Every example with `--cpus` (the receiving ones through the shared tuning flags).
     for (bin, more) in [
         ("loss_rx", &[][..]),
         ("usrp_sim", &["--dest", "127.0.0.1:9"][..]),
+        ("turnaround", &[][..]),
+        ("inplace_rx", &[][..]),
     ] {
         let out = Command::new(example(bin))
             .args(["--cpus", "100000"])
@@ -177,6 +181,47 @@ fn the_loss_harness_runs_sender_and_receiver_on_the_cpus_given() {
         assert!(
             err.contains("--cpus") && err.contains("100000"),
             "{bin}: {err}"
+        );
+    }
+}
+
+#[test]
+fn usrp_rx_runs_its_emulator_and_its_receiver_on_the_cpus_given() {
+    // `cargo xtask latency --usrp --pin`: `--emulator-cpus` places the in-process emulator,
+    // `--cpus` the rest, and every sample arrives. A CPU this process may not use is an error
+    // that names the flag and the CPU, before anything starts.
+    let cpus = fsdr_net::io::sys::sched::allowed_cpus().expect("the allowed CPUs");
+    let (emulator, receiver) = (cpus[0].to_string(), cpus[cpus.len() - 1].to_string());
+    let out = Command::new(example("usrp_rx"))
+        .args([
+            "--json",
+            "--duration",
+            "0.5",
+            "--rate",
+            "5e6",
+            "--signal",
+            "ramp",
+        ])
+        .args(["--emulator-cpus", &emulator, "--cpus", &receiver])
+        .output()
+        .expect("usrp_rx runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v = examples::last_json(&out.stdout);
+    let n = |k: &str| v[k].as_u64().unwrap_or(u64::MAX);
+    assert!(n("received") > 0, "{v}");
+    assert_eq!((n("received"), n("missed")), (n("sent"), 0), "{v}");
+    assert_eq!(n("discontinuities"), 0, "{v}");
+    for flag in ["--emulator-cpus", "--cpus"] {
+        let out = Command::new(example("usrp_rx"))
+            .args(["--json", "--duration", "0.1", flag, "100000"])
+            .output()
+            .expect("usrp_rx runs");
+        assert!(!out.status.success(), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(flag) && err.contains("100000"),
+            "{flag}: {err}"
         );
     }
 }

@@ -218,12 +218,27 @@ pub struct TuningArgs {
     /// unless given otherwise). Needs root.
     #[arg(long)]
     pub low_latency: bool,
+    /// Run the whole process on these CPUs (comma-separated: its affinity, set before any
+    /// thread starts, as `taskset -c` does). FutureSDR's default runtime then makes one
+    /// worker per CPU given.
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Vec<usize>,
     /// AF_XDP.
     #[command(flatten)]
     pub xdp: XdpArgs,
 }
 
 impl TuningArgs {
+    /// `--cpus`: places the whole process. Call it first in `main`, before any thread starts.
+    pub fn place(&self) -> anyhow::Result<()> {
+        check_cpus("--cpus", &self.cpus)?;
+        if !self.cpus.is_empty() {
+            fsdr_net::io::sys::sched::set_thread_cpus(&self.cpus)
+                .map_err(|e| anyhow::anyhow!("--cpus {:?}: {e}", self.cpus))?;
+        }
+        Ok(())
+    }
+
     /// Applies the settings given on the command line to a source: the engine's, and the
     /// workers' scheduling policy.
     pub fn source<T: fsdr_net::io::sample::Item>(
@@ -339,5 +354,15 @@ impl XdpArgs {
         cfg.xdp.queue = self.queue;
         cfg.xdp.mode = self.xdp_mode;
         cfg.xdp.busy_poll_us = self.xdp_busy_poll_us;
+    }
+}
+
+/// An error naming `flag` and the CPU when `cpus` holds one this process may not use.
+pub fn check_cpus(flag: &str, cpus: &[usize]) -> anyhow::Result<()> {
+    let all = fsdr_net::io::sys::sched::allowed_cpus()
+        .map_err(|e| anyhow::anyhow!("the CPUs this process may use: {e}"))?;
+    match cpus.iter().find(|c| !all.contains(c)) {
+        Some(c) => anyhow::bail!("{flag}: CPU {c} is not one this process may use ({all:?})"),
+        None => Ok(()),
     }
 }

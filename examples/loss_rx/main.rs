@@ -29,7 +29,7 @@ use receivers::*;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Parser;
 use fsdr_net::io::{Backend, Format};
 
@@ -78,11 +78,6 @@ struct Args {
     /// keeps the data for a consumer can): what cache residency is worth to the reference.
     #[arg(long, default_value_t = 1)]
     loop_sets: usize,
-    /// Run the whole process on these CPUs (comma-separated: its affinity, set before any
-    /// thread starts, as `taskset -c` does). FutureSDR's default runtime then makes one
-    /// worker per CPU given.
-    #[arg(long, value_delimiter = ',')]
-    cpus: Vec<usize>,
     /// Multicast: --bind 239.x.y.z:PORT joins a group.
     #[command(flatten)]
     multicast: common::multicast::RxMulticastArgs,
@@ -123,10 +118,7 @@ impl Outcome {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    if !args.cpus.is_empty() {
-        fsdr_net::io::sys::sched::set_thread_cpus(&args.cpus)
-            .with_context(|| format!("--cpus {:?}", args.cpus))?;
-    }
+    args.tuning.place()?;
     args.multicast
         .check(Some(args.bind), args.receiver.ends_with("-xdp"))?;
     // Logs go to stderr: stdout carries the address line and the JSON result.

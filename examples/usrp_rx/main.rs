@@ -120,6 +120,11 @@ struct Args {
     /// Multicast: --listen 239.x.y.z:PORT joins a group.
     #[command(flatten)]
     multicast: common::multicast::RxMulticastArgs,
+    /// Run the built-in emulator on these CPUs (comma-separated), e.g. one beside `--cpus`
+    /// (the rest of the process) that the receiver does not use, as a radio is another
+    /// machine.
+    #[arg(long, value_delimiter = ',')]
+    emulator_cpus: Vec<usize>,
     /// Runtime and engine tuning.
     #[command(flatten)]
     tuning: common::TuningArgs,
@@ -308,6 +313,8 @@ fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let args = Args::parse();
+    common::check_cpus("--emulator-cpus", &args.emulator_cpus)?;
+    args.tuning.place()?;
     args.multicast
         .check(args.listen, args.backend == Backend::Xdp)?;
     let format = format_for(args.mode, args.format);
@@ -341,7 +348,7 @@ fn main() -> Result<()> {
         let emulator = Emulator::new(emulator_config(dest, args.channels.max(1)))
             .context("starting the emulator")?;
         emulator_stop = Some(emulator.stop_flag());
-        *emulator_thread.lock().unwrap() = Some(std::thread::spawn(move || emulator.run()));
+        *emulator_thread.lock().unwrap() = Some(sources::spawn_emulator(emulator, &args));
         Ok(())
     };
 

@@ -19,6 +19,20 @@ use futuresdr::runtime::macros::connect;
 
 use super::{Args, ChannelsOutcome, build, run_to_end};
 
+/// Runs `emulator` on a thread of its own, on the `--emulator-cpus` when given.
+pub(super) fn spawn_emulator(
+    emulator: Emulator,
+    args: &Args,
+) -> std::thread::JoinHandle<Result<EmulatorReport, fsdr_net::io::Error>> {
+    let cpus = args.emulator_cpus.clone();
+    std::thread::spawn(move || {
+        if !cpus.is_empty() {
+            fsdr_net::io::sys::sched::set_thread_cpus(&cpus)?;
+        }
+        emulator.run()
+    })
+}
+
 /// The address channel `c` listens on: the `--listen` port + c, or any free port on
 /// loopback for the emulator.
 fn channel_addr(args: &Args, c: usize) -> Result<String> {
@@ -149,9 +163,9 @@ pub(super) fn run<T: RampSample>(
                 let e = Emulator::new(cfg).context("starting an emulator")?;
                 let flag = e.stop_flag();
                 let stop = stop.clone();
+                let run = spawn_emulator(e, args);
                 // One stop for all: each emulator's own flag follows the shared one.
                 Ok(std::thread::spawn(move || {
-                    let run = std::thread::spawn(move || e.run());
                     while !run.is_finished() {
                         if stop.load(Ordering::Relaxed) {
                             flag.store(true, Ordering::Relaxed);

@@ -42,6 +42,11 @@ pub struct LatencyArgs {
     /// wake-up; compare the two runs to see what those cost).
     #[arg(long)]
     pub read_time: bool,
+    /// --usrp: the emulator on the first CPU, usrp_rx's receiver and workers on the others
+    /// (`--emulator-cpus`, `--cpus`; as `cargo xtask loss --pin`): a radio is another
+    /// machine, not a thread that competes with the receiver for its CPU.
+    #[arg(long)]
+    pub pin: bool,
     /// Tune the host for latency during the run: hold a CPU wake-up latency request of 0
     /// (`/dev/cpu_dma_latency`: idle CPUs poll instead of halting). Needs root. (For a
     /// real-time receive thread as well, add `-- --rx-priority 50` with --usrp.)
@@ -119,6 +124,9 @@ pub fn run(args: LatencyArgs) -> Result<()> {
     if args.pipes == 0 || args.granularity == 0 {
         bail!("--pipes and --granularity must be at least 1");
     }
+    if args.pin && !args.usrp {
+        bail!("--pin places usrp_rx's emulator and receiver: it needs --usrp");
+    }
     let example = if args.usrp { "usrp_rx" } else { "latency" };
     crate::run(crate::cargo().args([
         "build",
@@ -149,6 +157,16 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             .args(["--probe", &args.granularity.to_string()]);
         if !args.read_time {
             cmd.arg("--kernel-timestamps");
+        }
+        if args.pin {
+            let cpus = crate::loss::Cpus::split()?;
+            eprintln!(
+                "xtask: the emulator on CPU {}, the receiver on CPU {} (--pin)",
+                crate::loss::Cpus::list(&cpus.sender),
+                crate::loss::Cpus::list(&cpus.receiver)
+            );
+            cmd.args(["--emulator-cpus", &crate::loss::Cpus::list(&cpus.sender)])
+                .args(["--cpus", &crate::loss::Cpus::list(&cpus.receiver)]);
         }
     } else {
         pairing = Pairing::TxRx;

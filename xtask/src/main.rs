@@ -10,14 +10,14 @@
 //!   [--max-steal PCT]`: what each receiver keeps of a paced stream at each offered rate and
 //!   what it costs (CPU per GB in all and by thread, against the bare recvmmsg loop of the same
 //!   round), as tables, CSV and PNG. A receiver can carry `loss_rx` options
-//!   (`flowgraph-inplace:coalesce-us=1000`).
+//!   (`flowgraph-inplace:coalesce-us=1000`). `--pin`: the sender on the first CPU, the
+//!   receiver on the others (`latency --usrp` and `turnaround` take it too).
 //! * `cargo xtask latency --pipes P --stages S [--granularity G] [--scheduler smol|flow]`:
 //!   records an LTTng trace of `examples/latency.rs` and prints p50/p99 per pipe (`--usrp`:
 //!   network arrival to sink through `usrp_rx`).
 //! * `cargo xtask turnaround [--rates 50e6,200e6]`: arrival to answer through a flowgraph.
-//! * `cargo xtask host [--seconds S]`: what the host does to a sleeping thread (how late it
-//!   wakes) and how much CPU time the hypervisor steals; `loss` and `latency` report the same
-//!   beside their figures.
+//! * `cargo xtask host [--seconds S]`: how late a sleeping thread wakes and the CPU time the
+//!   hypervisor steals (`loss` and `latency` report the same beside their figures).
 //! * `cargo xtask probe-bench`: what the probes cost, without the feature, with it, recording.
 //! * `cargo xtask soak --minutes M`: streams the USRP emulator into `usrp_rx` with faults
 //!   injected at known rates, samples the receiver's memory every second, and checks that every

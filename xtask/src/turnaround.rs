@@ -13,6 +13,8 @@ use anyhow::{Context, Result, bail};
 use fsdr_net_io::turnaround::{Probe, ProbeReport};
 use serde_json::{Value, json};
 
+use crate::loss::Cpus;
+
 /// What `cargo xtask turnaround` was asked for.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TurnaroundArgs {
@@ -28,6 +30,10 @@ pub struct TurnaroundArgs {
     /// Where the table goes as JSON.
     #[arg(long, default_value = "target/fsdr-net/turnaround.json")]
     pub out: std::path::PathBuf,
+    /// The probe (sender and answer reader) on the first CPU, the example on the others
+    /// (`--cpus`), as `cargo xtask loss --pin` places sender and receiver.
+    #[arg(long)]
+    pub pin: bool,
 }
 
 /// The turnaround example's settings per mode.
@@ -47,9 +53,18 @@ fn free_addr() -> Result<SocketAddr> {
 }
 
 /// One run: the example in `mode` answering a probe at `rate`.
-fn run_one(args: &TurnaroundArgs, rate: f64, extra: &[&str]) -> Result<(ProbeReport, Value)> {
+fn run_one(
+    args: &TurnaroundArgs,
+    rate: f64,
+    extra: &[&str],
+    cpus: Option<&Cpus>,
+) -> Result<(ProbeReport, Value)> {
     let (listen, back) = (free_addr()?, free_addr()?);
-    let mut child = Command::new("target/release/examples/turnaround")
+    let mut example = Command::new("target/release/examples/turnaround");
+    if let Some(c) = cpus {
+        example.args(["--cpus", &Cpus::list(&c.receiver)]);
+    }
+    let mut child = example
         .args(["--listen", &listen.to_string(), "--dest", &back.to_string()])
         .args(["--spp", &args.spp.to_string(), "--json", "--allow-loss"])
         .args(extra)
@@ -75,12 +90,21 @@ fn run_one(args: &TurnaroundArgs, rate: f64, extra: &[&str]) -> Result<(ProbeRep
         let _ = child.kill();
         bail!("the turnaround example did not start listening");
     }
-    let report = Probe::new(listen, back)
+    let probe = Probe::new(listen, back)
         .rate(rate)
         .samples_per_packet(args.spp)
-        .duration(Duration::from_secs_f64(args.seconds))
-        .run()
-        .context("probing")?;
+        .duration(Duration::from_secs_f64(args.seconds));
+    // The probe's threads start from this one and take its CPUs.
+    let report = std::thread::scope(|s| {
+        s.spawn(|| -> Result<ProbeReport> {
+            if let Some(c) = cpus {
+                fsdr_net_io::sys::sched::set_thread_cpus(&c.sender).context("--pin: the probe")?;
+            }
+            probe.run().context("probing")
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the probe's thread panicked"))?
+    })?;
     let out = child.wait_with_output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let summary: Value = serde_json::from_str(text.lines().last().unwrap_or("{}"))
@@ -93,6 +117,17 @@ pub fn run(args: TurnaroundArgs) -> Result<()> {
         "build turnaround (release)",
         crate::cargo().args(["build", "--release", "--example", "turnaround"]),
     )?;
+    let cpus = if args.pin {
+        let c = Cpus::split()?;
+        eprintln!(
+            "xtask: the probe on CPU {}, the example on CPU {} (--pin)",
+            Cpus::list(&c.sender),
+            Cpus::list(&c.receiver)
+        );
+        Some(c)
+    } else {
+        None
+    };
     let root = crate::is_root();
     if !root {
         eprintln!("xtask: not root: the lowest-latency settings need root; left out");
@@ -105,7 +140,7 @@ pub fn run(args: TurnaroundArgs) -> Result<()> {
     let mut rows = Vec::new();
     for &rate in &args.rates {
         for (mode, extra) in modes(root) {
-            let (r, summary) = run_one(&args, rate, &extra)?;
+            let (r, summary) = run_one(&args, rate, &extra, cpus.as_ref())?;
             let q = |p| us(r.percentile_ns(p));
             let drops = summary["kernel_drops"].as_u64().unwrap_or(0);
             let pps = r.sent as f64 / args.seconds;
@@ -123,7 +158,7 @@ pub fn run(args: TurnaroundArgs) -> Result<()> {
                 "rate": rate, "mode": mode, "sent": r.sent, "packets_per_s": pps,
                 "answered": r.answered,
                 "unstamped": r.unstamped, "p50_us": q(0.5), "p99_us": q(0.99),
-                "p999_us": q(0.999), "max_us": q(1.0), "example": summary,
+                "p999_us": q(0.999), "max_us": q(1.0), "pinned": args.pin, "example": summary,
             }));
         }
     }

@@ -68,7 +68,7 @@ pub(crate) struct Cpus {
 
 impl Cpus {
     /// The first CPU this process may use for the sender, the rest for the receiver.
-    fn split() -> Result<Cpus> {
+    pub(crate) fn split() -> Result<Cpus> {
         let all = fsdr_net_io::sys::sched::allowed_cpus().context("--pin: the allowed CPUs")?;
         if all.len() < 2 {
             bail!("--pin needs two CPUs or more (this process may use {all:?})");

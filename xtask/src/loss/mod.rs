@@ -16,6 +16,7 @@ mod report;
 use args::*;
 pub use args::{LossArgs, receivers};
 use cell::*;
+pub(crate) use harness::Cpus;
 use harness::*;
 use report::{plot, table, write_csv};
 
