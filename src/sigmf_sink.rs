@@ -102,6 +102,18 @@ impl<T: SigmfItem> SigmfSinkBuilder<T> {
 
     /// Creates the data file (replacing an existing one).
     pub fn build(self) -> Result<SigmfSink<T>, Error> {
+        if let Some(r) = self
+            .info
+            .sample_rate
+            .filter(|r| !(r.is_finite() && *r > 0.0))
+        {
+            return Err(Error::config(format!(
+                "sample_rate {r} must be a positive number"
+            )));
+        }
+        if let Some(f) = self.info.frequency.filter(|f| !f.is_finite()) {
+            return Err(Error::config(format!("frequency {f} must be a number")));
+        }
         let (data_path, meta_path) = paths(&self.path)?;
         let file = File::create(&data_path)
             .map_err(|e| Error::config(format!("creating {}: {e}", data_path.display())))?;

@@ -270,3 +270,84 @@ fn complex_items_from_chdr_are_sc16_by_default() {
     let _ = VectorSource::<Complex32>::new(vec![]);
     drop(sink);
 }
+
+/// Settings at the edges of their types (an outside review's probe): each a clear error at
+/// build that names the setting, for every kind of source and for the sink — never a panic
+/// (an overflow while sizing buffers) or one later in the running flowgraph (an `Instant`
+/// overflow in a timer).
+#[test]
+fn settings_beyond_reason_are_errors_not_panics() {
+    type Set = fn(UdpSourceBuilder<Complex32>) -> UdpSourceBuilder<Complex32>;
+    let cases: [(&str, Set); 9] = [
+        ("slot size", |b| b.max_datagram(usize::MAX)),
+        ("buffer_datagrams", |b| b.buffer_datagrams(usize::MAX)),
+        ("reorder window", |b| {
+            b.reorder(usize::MAX, Duration::from_millis(5))
+        }),
+        ("reorder timeout", |b| b.reorder(64, Duration::MAX)),
+        ("latency_budget", |b| b.latency_budget(Duration::MAX)),
+        ("stats_interval", |b| b.stats_interval(Some(Duration::MAX))),
+        ("finish_after_idle", |b| b.finish_after_idle(Duration::MAX)),
+        ("first_datagram_within", |b| {
+            b.finish_after_idle(Duration::from_secs(1))
+                .first_datagram_within(Duration::MAX)
+        }),
+        ("in_place_buffers", |b| b.in_place_buffers(usize::MAX)),
+    ];
+    for (name, set) in cases {
+        let b = || {
+            set(UdpSource::<Complex32>::builder("127.0.0.1:0")
+                .format(Format::Chdr)
+                .tick_rate(200e6)
+                .sample_rate(200e6))
+        };
+        let errors = [
+            b().build().err().map(|e| e.to_string()),
+            b().build_in_place().err().map(|e| e.to_string()),
+            b().build_streams([fsdr_net::io::StreamSelector::Id(0)])
+                .err()
+                .map(|e| e.to_string()),
+        ];
+        for (kind, e) in errors.into_iter().enumerate() {
+            // in_place_buffers concerns the in-place source only.
+            if name == "in_place_buffers" && kind != 1 {
+                assert!(e.is_none(), "{name}, kind {kind}: {e:?}");
+                continue;
+            }
+            let e = e.unwrap_or_else(|| panic!("{name}, kind {kind}: built"));
+            assert!(e.contains(name), "{name}, kind {kind}: {e}");
+        }
+    }
+    // The sink: a batch beyond `sendmmsg`'s limit, timestamps that are not a number.
+    let e = UdpSink::<u8>::builder("127.0.0.1:9")
+        .batch(usize::MAX)
+        .build()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("batch"), "{e}");
+    for tpi in [f64::NAN, f64::INFINITY, -1.0, 0.0] {
+        let e = UdpSink::<Complex32>::builder("127.0.0.1:9")
+            .format(Format::Chdr)
+            .timestamps(0, tpi)
+            .build()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("timestamps"), "{tpi}: {e}");
+    }
+    // A recording's metadata takes numbers only.
+    let dir = std::env::temp_dir().join(format!("fsdr-net-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (rate, freq) in [(f64::NAN, 1e9), (-1.0, 1e9), (1e6, f64::INFINITY)] {
+        let e = SigmfSink::<Complex32>::builder(dir.join("r.sigmf-data"))
+            .sample_rate(rate)
+            .frequency(freq)
+            .build()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("sample_rate") || e.contains("frequency"), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -92,7 +92,7 @@ impl<T: Item> UdpSinkBuilder<T> {
         self.payload_bytes = Some(bytes);
         self
     }
-    /// Datagrams per `sendmmsg` call (default 32; at least 1).
+    /// Datagrams per `sendmmsg` call (default 32; 1..=1024).
     pub fn batch(mut self, n: usize) -> Self {
         self.batch = n;
         self
@@ -112,7 +112,8 @@ impl<T: Item> UdpSinkBuilder<T> {
         self.sample_rate = Some(sps);
         self
     }
-    /// CHDR/VRT timestamps: the first item at `start` ticks, `ticks_per_item` after that.
+    /// CHDR/VRT timestamps: the first item at `start` ticks, `ticks_per_item` (a positive
+    /// number) after that.
     pub fn timestamps(mut self, start: u64, ticks_per_item: f64) -> Self {
         self.timestamps = Some((start, ticks_per_item));
         self
@@ -181,8 +182,19 @@ impl<T: Item> UdpSinkBuilder<T> {
         {
             return Err(Error::config("sample_rate must be a positive number"));
         }
-        if self.batch == 0 {
-            return Err(Error::config("batch must be at least 1"));
+        if !(1..=fsdr_net_io::send::MAX_BATCH).contains(&self.batch) {
+            return Err(Error::config(format!(
+                "batch {} outside 1..={}",
+                self.batch,
+                fsdr_net_io::send::MAX_BATCH
+            )));
+        }
+        if let Some((_, tpi)) = self.timestamps
+            && !(tpi.is_finite() && tpi > 0.0)
+        {
+            return Err(Error::config(format!(
+                "timestamps: {tpi} ticks per item must be a positive number"
+            )));
         }
         // As the source: items that are not complex are not a CHDR or VRT stream's samples
         // unless `plain` is asked for.

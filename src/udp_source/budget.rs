@@ -43,6 +43,7 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// # Ok::<(), fsdr_net::Error>(())
     /// ```
     pub fn latency_budget(mut self, budget: Duration) -> Self {
+        self.budget = Some(budget);
         if !self.coalesce_set {
             self.cfg.coalesce = Coalesce::for_latency_budget(budget);
         }

@@ -14,7 +14,7 @@ use fsdr_net_lttng::Marks;
 
 use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
 
-use super::{InPlaceUdpSource, MultiUdpSource, UdpSource};
+use super::{InPlaceUdpSource, MultiUdpSource, UdpSource, limits};
 use crate::Error;
 use crate::probe::ProbeSpec;
 
@@ -42,6 +42,8 @@ pub struct UdpSourceBuilder<T> {
     /// `poll_interval` was changed through `configure`: it wins over the budget.
     pub(super) poll_set: bool,
     pub(super) low_latency: bool,
+    /// The latency budget given, if any (checked at build).
+    pub(super) budget: Option<Duration>,
     _items: PhantomData<T>,
 }
 
@@ -70,6 +72,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             coalesce_set: false,
             poll_set: false,
             low_latency: false,
+            budget: None,
             _items: PhantomData,
         }
     }
@@ -370,6 +373,18 @@ impl<T: Item> UdpSourceBuilder<T> {
             }),
             bytes_per_sample: (decoder.unit_bytes() / decoder.items_per_unit()) as u32,
         };
+        // What is sized from the settings below is sized from checked ones: those every
+        // backend shares (the backend's own, and GRO's slot count, which the in-place
+        // receiver does not need, are checked when it starts).
+        limits::check_durations(&[
+            ("latency_budget", self.budget),
+            ("stats_interval", self.stats_interval),
+            ("finish_after_idle", self.idle_finish),
+            ("first_datagram_within", self.first_wait),
+        ])?;
+        let mut shared = cfg.clone();
+        shared.socket.gro = false;
+        shared.validate()?;
         let block = fsdr_net_lttng::next_block_id();
         Ok(Parts {
             cfg,
@@ -406,9 +421,6 @@ impl<T: Item> UdpSourceBuilder<T> {
                 self.cfg.backend
             )));
         }
-        if self.in_place_buffers == 0 {
-            return Err(Error::config("in_place_buffers must be at least 1"));
-        }
         let Parts {
             mut cfg,
             decoder,
@@ -423,8 +435,9 @@ impl<T: Item> UdpSourceBuilder<T> {
                 time,
             };
         }
-        let items = self.buffer_datagrams.unwrap_or(64)
-            * (decoder.items_in(cfg.slot_size) + decoder.items_per_unit());
+        let items =
+            limits::output_items(self.buffer_datagrams.unwrap_or(64), &decoder, cfg.slot_size)?;
+        limits::check_in_place(self.in_place_buffers, items * std::mem::size_of::<T>())?;
         let marks = dp_cfg.marks.as_ref().map(|m| ProbeSpec {
             block: m.block(),
             granularity: m.granularity(),
@@ -457,6 +470,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             dp_cfg,
             block,
         } = self.parts()?;
+        limits::output_items(self.buffer_datagrams.unwrap_or(16), &decoder, cfg.slot_size)?;
         let dp = Depacketizer::new(decoder, dp_cfg);
         let engine = Engine::start(cfg.clone())?;
         let mut src = UdpSource::new(
@@ -529,7 +543,8 @@ impl<T: Item> UdpSourceBuilder<T> {
         let buffer = self
             .buffer_datagrams
             .unwrap_or(16)
-            .max(2 * cfg.reorder_window);
+            .max(cfg.reorder_window.saturating_mul(2));
+        limits::output_items(buffer, &decoder, cfg.slot_size)?;
         let engine = Engine::start(cfg.clone())?;
         let mut src = MultiUdpSource::new(
             engine,

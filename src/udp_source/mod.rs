@@ -5,6 +5,7 @@
 mod budget;
 mod builder;
 mod inplace;
+mod limits;
 mod multi;
 mod stats;
 

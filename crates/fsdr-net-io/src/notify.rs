@@ -89,7 +89,7 @@ impl Notify {
         if self.take() {
             return true;
         }
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = crate::sys::deadline(std::time::Instant::now(), timeout);
         let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if self.take() {

@@ -64,6 +64,10 @@ pub fn channel_stream_id(format: Format, c: usize) -> u32 {
     c as u32
 }
 
+/// The most channels one emulator sends ([`EmulatorConfig::channels`]): each is a stream ID
+/// of its own, and CHDR's endpoint IDs are 16 bits.
+pub const MAX_CHANNELS: usize = 1024;
+
 /// How to emulate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmulatorConfig {
@@ -73,7 +77,8 @@ pub struct EmulatorConfig {
     pub format: Format,
     /// Samples per second.
     pub rate: f64,
-    /// Samples per packet; `None`: the most that fit [`DATAGRAM_BYTES`].
+    /// Samples per packet (at least 1, the datagram within UDP's 65507 bytes); `None`: the
+    /// most that fit [`DATAGRAM_BYTES`].
     pub spp: Option<usize>,
     /// Device tick rate for timestamps.
     pub tick_rate: f64,
@@ -104,8 +109,9 @@ pub struct EmulatorConfig {
     pub context: Option<ContextPlan>,
     /// Channels, as a multi-channel radio streams them to one port: one packet of each per
     /// period of `spp` samples, interleaved, each a stream of its own (channel `c` is stream ID `c`:
-    /// [`channel_stream_id`]) with its own sequence numbers. Default 1.
-    /// `rate` is per channel; the report's packet and sample counts add up every channel.
+    /// [`channel_stream_id`]) with its own sequence numbers. Default 1, at most
+    /// [`MAX_CHANNELS`]. `rate` is per channel; the report's packet and sample counts add up
+    /// every channel.
     pub channels: usize,
     /// With a multicast `dest`: the interface to send on (an IPv4 address), `None` for the
     /// kernel's choice.

@@ -38,7 +38,9 @@ pub const DATAGRAM_BYTES: usize = 8000;
 
 mod config;
 
-pub use config::{ContextPlan, EmulatorConfig, Faults, Signal, channel_stream_id, ramp_index};
+pub use config::{
+    ContextPlan, EmulatorConfig, Faults, MAX_CHANNELS, Signal, channel_stream_id, ramp_index,
+};
 
 /// What the emulator did (serialises to the JSON line `usrp_sim` prints).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -107,6 +109,23 @@ impl Emulator {
                  and at least one",
                 cfg.channels
             )));
+        }
+        if cfg.channels > MAX_CHANNELS {
+            return Err(Error::config(format!(
+                "{} channels: at most {MAX_CHANNELS}",
+                cfg.channels
+            )));
+        }
+        if let Some(spp) = cfg.spp {
+            let datagram = spp
+                .checked_mul(4)
+                .and_then(|b| b.checked_add(cfg.header_len()));
+            if spp == 0 || datagram.is_none_or(|d| d > 65_507) {
+                return Err(Error::config(format!(
+                    "{spp} samples per packet: at least 1, and a datagram (header and 4 bytes a \
+                     sample) within UDP's 65507 bytes"
+                )));
+            }
         }
         let encoder = Encoder::<Complex<i16>>::new(cfg.wire)
             .ok()

@@ -298,3 +298,33 @@ fn raw_payload_has_no_header_and_largest_packets_fit_8000_bytes() {
     let c = EmulatorConfig::new("127.0.0.1:9".parse().unwrap(), Format::Chdr);
     assert_eq!(c.samples_per_packet(), 1996);
 }
+
+#[test]
+fn packet_sizes_and_channel_counts_beyond_reason_are_errors() {
+    let err = |f: fn(&mut EmulatorConfig)| {
+        let mut cfg = base(Format::Chdr);
+        f(&mut cfg);
+        Emulator::new(cfg)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    for e in [
+        err(|c| c.spp = Some(0)),
+        err(|c| c.spp = Some(16_376)),
+        err(|c| c.spp = Some(usize::MAX)),
+    ] {
+        assert!(e.contains("samples per packet"), "{e}");
+    }
+    for e in [
+        err(|c| c.channels = MAX_CHANNELS + 1),
+        err(|c| c.channels = usize::MAX),
+    ] {
+        assert!(e.contains("channels"), "{e}");
+    }
+    // The largest that fit are allowed.
+    let mut cfg = base(Format::Chdr);
+    cfg.spp = Some((65_507 - cfg.header_len()) / 4);
+    cfg.channels = MAX_CHANNELS;
+    assert!(Emulator::new(cfg).is_ok());
+}

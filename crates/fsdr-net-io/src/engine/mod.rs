@@ -56,7 +56,7 @@ use socket2::Socket;
 
 pub use crate::seq::Gap;
 pub use crate::sys::ReuseportSpread;
-pub use backend::{Backend, Capabilities, UnknownBackend};
+pub use backend::{Backend, Capabilities, MAX_SETTING_DURATION, UnknownBackend};
 pub(crate) use backend::{GRO_MAX_BYTES, GRO_MAX_SEGMENTS, XdpRx};
 pub(crate) use config::WakeSchedule;
 pub use config::{
@@ -344,7 +344,7 @@ impl Engine {
                 return self.consumer.try_recv();
             }
             let now = Instant::now();
-            let deadline = *deadline.get_or_insert(now + timeout);
+            let deadline = *deadline.get_or_insert_with(|| crate::sys::deadline(now, timeout));
             if now >= deadline || self.consumer.stopped {
                 return None;
             }

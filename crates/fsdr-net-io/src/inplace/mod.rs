@@ -387,7 +387,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
         if !self.full.is_empty() {
             return Progress::Ready;
         }
-        let end = Instant::now() + max_wait;
+        let end = crate::sys::deadline(Instant::now(), max_wait);
         match &mut self.runner {
             Runner::Thread(_) => {
                 self.shared.engine.notify.wait_timeout(max_wait);

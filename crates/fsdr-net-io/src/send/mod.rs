@@ -98,7 +98,7 @@ pub struct SenderConfig {
     pub bind: Option<SocketAddr>,
     /// Use UDP GSO when the kernel has it.
     pub gso: bool,
-    /// Messages per `sendmmsg` call.
+    /// Messages per `sendmmsg` call (1..=1024, Linux's `UIO_MAXIOV`).
     pub batch: usize,
     /// Send buffer to request.
     pub send_buffer: usize,
@@ -147,6 +147,9 @@ pub struct SendStats {
     pub refused: u64,
 }
 
+/// The most messages one `sendmmsg` call takes (Linux's `UIO_MAXIOV`).
+pub const MAX_BATCH: usize = 1024;
+
 /// A connected UDP sender with batched sends.
 pub struct Sender {
     socket: Socket,
@@ -165,8 +168,14 @@ impl std::fmt::Debug for Sender {
 }
 
 impl Sender {
-    /// Opens, configures and connects the socket.
+    /// Opens, configures and connects the socket. A `batch` outside 1..=1024 is an error.
     pub fn new(cfg: &SenderConfig) -> Result<Self, Error> {
+        if !(1..=MAX_BATCH).contains(&cfg.batch) {
+            return Err(Error::config(format!(
+                "send batch {} outside 1..={MAX_BATCH}",
+                cfg.batch
+            )));
+        }
         Ok(Self {
             socket: open_send_socket(cfg)?,
             batch: SendBatch::new(cfg.batch),
@@ -244,7 +253,7 @@ impl Sender {
                 "segment of 0 bytes",
             ));
         }
-        let cap = self.batch.capacity().min(1024);
+        let cap = self.batch.capacity().min(MAX_BATCH);
         let mut counts = [0u64; 1024];
         let mut bytes = [0u64; 1024];
         let mut at = 0;
@@ -289,7 +298,7 @@ impl Sender {
 
     /// Sends each slice as one datagram, in `sendmmsg` batches.
     pub fn send_datagrams(&mut self, datagrams: &[&[u8]]) -> io::Result<()> {
-        let cap = self.batch.capacity().min(1024);
+        let cap = self.batch.capacity().min(MAX_BATCH);
         let ones = [1u64; 1024];
         let mut bytes = [0u64; 1024];
         for group in datagrams.chunks(cap) {

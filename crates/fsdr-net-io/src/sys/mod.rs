@@ -114,6 +114,13 @@ fn clock_ns(clock: nix::time::ClockId) -> u64 {
     }
 }
 
+/// `now + wait`, or a century from now where that would overflow: a caller's wait that long
+/// (`Duration::MAX`) is a wait for ever, not a panic.
+pub(crate) fn deadline(now: std::time::Instant, wait: std::time::Duration) -> std::time::Instant {
+    now.checked_add(wait)
+        .unwrap_or_else(|| now + std::time::Duration::from_secs(100 * 365 * 86_400))
+}
+
 /// Monotonic clock in nanoseconds (CLOCK_MONOTONIC, LTTng's clock).
 pub fn monotonic_ns() -> u64 {
     clock_ns(nix::time::ClockId::CLOCK_MONOTONIC)

@@ -240,6 +240,11 @@ macro_rules! dispatch {
 }
 list::backend_list!(dispatch);
 
+/// The longest a timing setting of an [`EngineConfig`] may be (coalesce time, reorder
+/// timeout, latency budget, poll interval): a day. Timings are kept in nanoseconds, and
+/// nothing a receiver waits for takes longer.
+pub const MAX_SETTING_DURATION: std::time::Duration = std::time::Duration::from_secs(86_400);
+
 /// What a configuration asks of its backend.
 impl EngineConfig {
     /// Receive threads this configuration starts.
@@ -252,8 +257,19 @@ impl EngineConfig {
         self.slot_size + self.backend.imp().slot_overhead()
     }
 
-    /// Checks the settings every backend shares, then the backend's own.
-    pub(crate) fn validate(&self) -> Result<(), Error> {
+    /// Checks the settings every backend shares, then the backend's own — what
+    /// [`Engine::start`](crate::Engine::start) checks before it opens anything, for callers
+    /// that size buffers from the configuration first.
+    ///
+    /// ```
+    /// use fsdr_net_io::EngineConfig;
+    ///
+    /// let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    /// assert!(cfg.validate().is_ok());
+    /// cfg.slot_size = usize::MAX;
+    /// assert!(cfg.validate().unwrap_err().to_string().contains("slot size"));
+    /// ```
+    pub fn validate(&self) -> Result<(), Error> {
         if self.batch == 0 || self.batch > 1024 {
             return Err(Error::config(format!(
                 "batch {} outside 1..=1024",
@@ -279,6 +295,23 @@ impl EngineConfig {
         }
         if self.latency_budget.is_some_and(|b| b.is_zero()) {
             return Err(Error::config("a latency budget of 0 would drop everything"));
+        }
+        let coalesce = match self.coalesce {
+            Coalesce::Off => None,
+            Coalesce::Fixed { time, .. } | Coalesce::Adaptive { time, .. } => Some(time),
+        };
+        for (name, d) in [
+            ("latency budget", self.latency_budget),
+            ("coalesce time", coalesce),
+            ("reorder timeout", Some(self.reorder_timeout)),
+            ("poll interval", self.poll_interval),
+        ] {
+            if let Some(d) = d.filter(|d| *d > MAX_SETTING_DURATION) {
+                return Err(Error::config(format!(
+                    "{name} {d:?} is over {} hours, the longest any timing setting may be",
+                    MAX_SETTING_DURATION.as_secs() / 3600
+                )));
+            }
         }
         if self.reorder_window >= self.slots {
             return Err(Error::config(format!(

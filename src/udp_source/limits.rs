@@ -1,0 +1,71 @@
+//! The bounds a source's settings are checked against at build, so that nothing sized or
+//! timed from them overflows later: output buffers, the in-place buffers in circulation, and
+//! the block's timings (the engine's own are checked by
+//! [`EngineConfig::validate`](fsdr_net_io::EngineConfig::validate)).
+
+use std::time::Duration;
+
+use fsdr_net_io::engine::MAX_SETTING_DURATION;
+use fsdr_net_io::sample::{Decoder, Item};
+
+use crate::Error;
+
+/// The largest output buffer a source asks FutureSDR for, in bytes.
+const MAX_OUTPUT_BYTES: usize = 1 << 30;
+/// The most buffers the in-place source keeps in circulation.
+const MAX_IN_PLACE_BUFFERS: usize = 4096;
+/// The most memory the in-place source's buffers in circulation may take, in bytes.
+const MAX_IN_PLACE_BYTES: usize = 16 << 30;
+
+/// Items of an output buffer that holds `datagrams` datagrams of up to `slot_size` bytes; an
+/// error when that would take more than a GiB.
+pub(super) fn output_items<T: Item>(
+    datagrams: usize,
+    decoder: &Decoder<T>,
+    slot_size: usize,
+) -> Result<usize, Error> {
+    let per = decoder.items_in(slot_size) + decoder.items_per_unit();
+    datagrams
+        .checked_mul(per)
+        .filter(|n| {
+            n.checked_mul(std::mem::size_of::<T>())
+                .is_some_and(|b| b <= MAX_OUTPUT_BYTES)
+        })
+        .ok_or_else(|| {
+            Error::config(format!(
+                "an output buffer of {datagrams} datagrams of up to {slot_size} bytes takes \
+                 over 1 GiB: fewer buffer_datagrams (with several streams, also a smaller \
+                 reorder window: each output holds twice the window)"
+            ))
+        })
+}
+
+/// Checks the in-place source's `buffers` of `bytes` each: 1..=4096 of them, 16 GiB at most.
+pub(super) fn check_in_place(buffers: usize, bytes: usize) -> Result<(), Error> {
+    if buffers == 0 || buffers > MAX_IN_PLACE_BUFFERS {
+        return Err(Error::config(format!(
+            "in_place_buffers {buffers} outside 1..={MAX_IN_PLACE_BUFFERS}"
+        )));
+    }
+    match bytes.checked_mul(buffers) {
+        Some(total) if total <= MAX_IN_PLACE_BYTES => Ok(()),
+        _ => Err(Error::config(format!(
+            "{buffers} in_place_buffers of {bytes} bytes each take over {} GiB: fewer \
+             in_place_buffers or buffer_datagrams",
+            MAX_IN_PLACE_BYTES >> 30
+        ))),
+    }
+}
+
+/// Checks the block's timing settings, each `(name, value)`: a day at most, as the engine's.
+pub(super) fn check_durations(settings: &[(&str, Option<Duration>)]) -> Result<(), Error> {
+    for &(name, d) in settings {
+        if let Some(d) = d.filter(|d| *d > MAX_SETTING_DURATION) {
+            return Err(Error::config(format!(
+                "{name} {d:?} is over {} hours, the longest a timing setting may be",
+                MAX_SETTING_DURATION.as_secs() / 3600
+            )));
+        }
+    }
+    Ok(())
+}
