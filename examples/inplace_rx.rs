@@ -79,7 +79,7 @@ fn main() -> Result<()> {
         .zero_fill_missed(true)
         .stats_interval(None)
         .finish_after_idle(Duration::from_secs(1))
-        .first_datagram_within(Duration::from_secs_f64(args.duration + 30.0))
+        .first_datagram_within(common::seconds(args.duration + 30.0))
         .configure(|c| c.socket.multicast_source = args.multicast.source)
         .configure(|c| c.socket.multicast = group);
     let src: InPlaceUdpSource<Complex<i16>> = args
@@ -97,7 +97,7 @@ fn main() -> Result<()> {
         let mut cfg = EmulatorConfig::new(dest, Format::Chdr);
         cfg.rate = args.rate;
         cfg.tick_rate = args.tick_rate;
-        cfg.duration = Some(Duration::from_secs_f64(args.duration));
+        cfg.duration = Some(common::seconds(args.duration));
         cfg.signal = Signal::Ramp;
         cfg.faults = Faults {
             drop_every: args.drop_every,

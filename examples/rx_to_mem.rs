@@ -153,7 +153,7 @@ fn main() -> Result<()> {
     let mut filled = 0usize;
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
-    let idle = Duration::from_secs_f64(args.timeout);
+    let idle = common::seconds(args.timeout);
     let mut waiting_since = Instant::now();
     while filled < memory.len() {
         if interrupted.load(Ordering::Relaxed) {

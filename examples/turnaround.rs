@@ -81,8 +81,8 @@ fn flowgraph(args: &Args) -> Result<Summary> {
             UdpSource::<Complex<i16>>::builder(args.listen)
                 .format(Format::Chdr)
                 .time_tags(false)
-                .finish_after_idle(Duration::from_secs_f64(args.idle))
-                .first_datagram_within(Duration::from_secs_f64(args.first_within)),
+                .finish_after_idle(common::seconds(args.idle))
+                .first_datagram_within(common::seconds(args.first_within)),
         )
         .build()
         .context("building the source")?;

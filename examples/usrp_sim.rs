@@ -90,7 +90,7 @@ fn main() -> Result<()> {
     cfg.spp = args.spp;
     cfg.tick_rate = args.tick_rate;
     cfg.samples = args.samples;
-    cfg.duration = args.duration.map(Duration::from_secs_f64);
+    cfg.duration = args.duration.map(common::seconds);
     if cfg.samples.is_none() && cfg.duration.is_none() {
         cfg.duration = Some(Duration::from_secs(10));
     }
@@ -102,7 +102,7 @@ fn main() -> Result<()> {
     }
     cfg.unpaced = args.unpaced;
     cfg.channels = args.channels.max(1);
-    cfg.burst = Duration::from_secs_f64(args.burst_us.max(0.0) * 1e-6);
+    cfg.burst = common::seconds(args.burst_us.max(0.0) * 1e-6);
     (cfg.multicast_if, cfg.multicast_if_v6, cfg.multicast_ttl) =
         args.multicast.sending(args.dest)?;
     let emulator = Emulator::new(cfg)?;

@@ -326,6 +326,20 @@ fn settings_beyond_reason_are_errors_not_panics() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(e.contains("batch"), "{e}");
+    for format in [Format::Chdr, Format::Vrt, Format::Seq64] {
+        let e = UdpSink::<u8>::builder("127.0.0.1:9")
+            .format(format)
+            .wire_format(WireFormat::Plain)
+            .payload_bytes(usize::MAX)
+            .build()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("payload_bytes") && e.contains("65507"),
+            "{format}: {e}"
+        );
+    }
     for tpi in [f64::NAN, f64::INFINITY, -1.0, 0.0] {
         let e = UdpSink::<Complex32>::builder("127.0.0.1:9")
             .format(Format::Chdr)

@@ -458,3 +458,43 @@ fn ctrl_c_stops_cleanly_and_prints_the_final_figures() {
     assert!(text.contains("Received 0 bytes"), "{text}");
     assert!(text.contains("kernel_drops 0"), "{text}");
 }
+
+#[test]
+fn durations_beyond_reason_on_the_command_line_are_errors_not_panics() {
+    // Each names the setting; none is a panic (a `Duration` that cannot hold the value).
+    for (flag, names) in [
+        ("--coalesce-us", "coalesce time"),
+        ("--poll-us", "poll interval"),
+        ("--latency-budget-ms", "latency budget"),
+        ("--reorder-timeout-ms", "reorder timeout"),
+        ("--duration", "first_datagram_within"),
+    ] {
+        let out = Command::new(example("usrp_rx"))
+            .args(["--json", flag, "1e300"])
+            .output()
+            .expect("usrp_rx runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {err}");
+        assert!(
+            err.contains(names) && !err.contains("panicked"),
+            "{flag}: {err}"
+        );
+    }
+    // A sender's duration that long just means "until the sample count".
+    let out = Command::new(example("usrp_sim"))
+        .args([
+            "--dest",
+            "127.0.0.1:9",
+            "--samples",
+            "4000",
+            "--duration",
+            "1e300",
+        ])
+        .output()
+        .expect("usrp_sim runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

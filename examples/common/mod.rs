@@ -24,6 +24,12 @@ pub fn parse_f64(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A duration of `s` seconds (0 for less; `Duration::MAX` beyond what a `Duration` holds, which
+/// the library then refuses with an error naming the setting).
+pub fn seconds(s: f64) -> std::time::Duration {
+    std::time::Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(std::time::Duration::MAX)
+}
+
 /// Parses counts written as `1e6` as well as `1000000`.
 pub fn parse_u64(s: &str) -> Result<u64, String> {
     parse_f64(s).map(|v| v as u64)
@@ -280,18 +286,18 @@ impl TuningArgs {
             cfg.reorder_window = n;
         }
         if let Some(ms) = self.reorder_timeout_ms {
-            cfg.reorder_timeout = Duration::from_secs_f64(ms.max(0.0) * 1e-3);
+            cfg.reorder_timeout = seconds(ms * 1e-3);
         }
         cfg.socket.gro |= self.gro;
         if let Some(p) = self.rx_priority {
             cfg.threads.fifo_priority = Some(p);
         }
         if let Some(us) = self.cpu_latency_us {
-            cfg.cpu_latency = Some(Duration::from_secs_f64(us.max(0.0) * 1e-6));
+            cfg.cpu_latency = Some(seconds(us * 1e-6));
         }
         cfg.socket.timestamps |= self.kernel_timestamps;
         if let Some(ms) = self.latency_budget_ms {
-            cfg.latency_budget = (ms > 0.0).then(|| Duration::from_secs_f64(ms * 1e-3));
+            cfg.latency_budget = (ms > 0.0).then(|| seconds(ms * 1e-3));
         }
         if self.low_latency {
             // The preset for the engine-only receivers (the blocks take the builder's).
@@ -302,7 +308,7 @@ impl TuningArgs {
                 .get_or_insert(fsdr_net::UdpSourceBuilder::<u8>::LOW_LATENCY_PRIORITY);
         }
         if let Some(us) = self.poll_us {
-            cfg.poll_interval = (us > 0.0).then(|| Duration::from_secs_f64(us * 1e-6));
+            cfg.poll_interval = (us > 0.0).then(|| seconds(us * 1e-6));
         }
         if let Some(us) = self.coalesce_us {
             cfg.coalesce = if us <= 0.0 {
@@ -310,7 +316,7 @@ impl TuningArgs {
             } else {
                 Coalesce::Adaptive {
                     frames: self.coalesce_frames,
-                    time: Duration::from_secs_f64(us * 1e-6),
+                    time: seconds(us * 1e-6),
                 }
             };
         }

@@ -35,8 +35,8 @@ pub(crate) fn source_builder(args: &Args, bind: SocketAddr) -> UdpSourceBuilder<
         .time_tags(false)
         .max_datagram(args.size.max(9000))
         .stats_interval(None)
-        .finish_after_idle(Duration::from_secs_f64(args.idle))
-        .first_datagram_within(Duration::from_secs_f64(args.timeout))
+        .finish_after_idle(crate::common::seconds(args.idle))
+        .first_datagram_within(crate::common::seconds(args.timeout))
         .configure(|c| {
             // Checked in main before any receiver starts.
             let _ = args.multicast.apply(Some(args.bind), &mut c.socket);
@@ -68,7 +68,7 @@ pub(crate) fn run_on(
 ) -> Result<Flowgraph> {
     announce(local);
     let handle = running.handle();
-    let timeout = Duration::from_secs_f64(args.timeout);
+    let timeout = crate::common::seconds(args.timeout);
     let watchdog = std::thread::spawn(move || {
         std::thread::sleep(timeout);
         let _ = futuresdr::futures::executor::block_on(handle.stop());
@@ -324,8 +324,8 @@ impl StreamEnd {
         StreamEnd {
             start: Instant::now(),
             last: None,
-            idle: Duration::from_secs_f64(args.idle),
-            timeout: Duration::from_secs_f64(args.timeout),
+            idle: crate::common::seconds(args.idle),
+            timeout: crate::common::seconds(args.timeout),
         }
     }
 
@@ -512,7 +512,7 @@ pub(crate) fn futuresdr_source(args: &Args) -> Result<Outcome> {
         input: Default::default(),
         format: args.format,
         size: args.size,
-        idle: Duration::from_secs_f64(args.idle),
+        idle: crate::common::seconds(args.idle),
         carry: Vec::with_capacity(args.size),
         out: Outcome::default(),
         last: None,
@@ -539,7 +539,7 @@ pub(crate) fn futuresdr_source(args: &Args) -> Result<Outcome> {
     let done = Arc::new(AtomicBool::new(false));
     let side = {
         let (drops, done, finished) = (drops.clone(), done.clone(), finished.clone());
-        let timeout = Duration::from_secs_f64(args.timeout);
+        let timeout = crate::common::seconds(args.timeout);
         std::thread::spawn(move || {
             let start = Instant::now();
             let kick = std::net::UdpSocket::bind((addr.ip(), 0)).ok();

@@ -188,8 +188,8 @@ fn build<T: RampSample>(
         0.5
     };
     b = b
-        .finish_after_idle(Duration::from_secs_f64(idle))
-        .first_datagram_within(Duration::from_secs_f64(args.duration));
+        .finish_after_idle(common::seconds(idle))
+        .first_datagram_within(common::seconds(args.duration));
     b
 }
 
@@ -242,7 +242,7 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
         let done = done.clone();
         // With the emulator the flowgraph ends by itself once the stream has drained; the
         // timer is only a safety net there.
-        let duration = Duration::from_secs_f64(if args.listen.is_some() {
+        let duration = common::seconds(if args.listen.is_some() {
             args.duration
         } else {
             args.duration + 10.0
@@ -329,7 +329,7 @@ fn main() -> Result<()> {
         let mut cfg = EmulatorConfig::new(dest, format);
         cfg.rate = args.rate;
         cfg.tick_rate = args.tick_rate;
-        cfg.duration = Some(Duration::from_secs_f64(args.duration));
+        cfg.duration = Some(common::seconds(args.duration));
         cfg.signal = signal;
         cfg.faults = args.faults.into();
         cfg.channels = channels;

@@ -250,10 +250,16 @@ impl<T: Item> UdpSinkBuilder<T> {
             )));
         }
         let payload_items = payload_bytes / wb;
-        let datagram = header + payload_bytes + framer.pad_for(payload_bytes);
-        if datagram > 65_507 {
+        let max = fsdr_net_io::send::MAX_UDP_PAYLOAD;
+        if payload_bytes > max {
             return Err(Error::config(format!(
-                "a datagram of {datagram} bytes exceeds UDP's 65507"
+                "payload_bytes {payload_bytes} exceed UDP's {max}"
+            )));
+        }
+        let datagram = header + payload_bytes + framer.pad_for(payload_bytes);
+        if datagram > max {
+            return Err(Error::config(format!(
+                "a datagram of {datagram} bytes exceeds UDP's {max}"
             )));
         }
         let mut cfg = self.cfg.clone().unwrap_or_else(|| SenderConfig::new(dest));

@@ -110,13 +110,14 @@ impl Probe {
         }
     }
 
-    /// Sample rate of the stream (4-byte samples).
+    /// Sample rate of the stream (4-byte samples; a positive number).
     pub fn rate(mut self, sps: f64) -> Self {
         self.rate = sps;
         self
     }
 
-    /// Samples per packet.
+    /// Samples per packet (4 bytes each; the datagram within UDP's 65507 bytes, or
+    /// [`run`](Self::run) fails).
     pub fn samples_per_packet(mut self, spp: usize) -> Self {
         self.spp = spp.max(1);
         self
@@ -182,9 +183,27 @@ impl Probe {
     /// Sends the paced stream; returns the packets sent and the transmit stamps read so far
     /// (indexed by packet).
     fn send(&self, tx: &UdpSocket) -> io::Result<(u64, Vec<Option<u64>>)> {
-        let payload = 4 * self.spp;
+        if !(self.rate.is_finite() && self.rate > 0.0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("probe rate {} must be a positive number", self.rate),
+            ));
+        }
         let mut framer = Framer::new(Format::Chdr).timestamps(0, 1.0);
-        let len = framer.header_len() + payload;
+        let len = self
+            .spp
+            .checked_mul(4)
+            .and_then(|p| p.checked_add(framer.header_len()))
+            .filter(|&l| l <= crate::send::MAX_UDP_PAYLOAD)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} samples per packet do not fit one UDP datagram",
+                        self.spp
+                    ),
+                )
+            })?;
         let mut dg = vec![0u8; len];
         // Bursts of up to 8 packets between two sleeps: one sleep per packet would cost the
         // sender more than the rate leaves at 100 000 packets a second.

@@ -138,3 +138,52 @@ fn waits_of_duration_max_wait_for_ever_and_return_with_data() {
         assert_eq!(stats.delivered, 3, "inline {inline}");
     }
 }
+
+/// The error of a `StreamSender` of two seq64 datagrams set up by `set`.
+fn sender_error(
+    set: impl FnOnce(fsdr_net_io::send::StreamSender) -> fsdr_net_io::send::StreamSender,
+) -> String {
+    let cfg = SenderConfig::new("127.0.0.1:9".parse().unwrap());
+    set(fsdr_net_io::send::StreamSender::new(cfg, Format::Seq64).count(2))
+        .run()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
+/// The error of a 10 ms turnaround probe set up by `set`.
+fn probe_error(
+    set: impl FnOnce(fsdr_net_io::turnaround::Probe) -> fsdr_net_io::turnaround::Probe,
+) -> String {
+    let probe = fsdr_net_io::turnaround::Probe::new(
+        "127.0.0.1:9".parse().unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .duration(Duration::from_millis(10))
+    .linger(Duration::ZERO);
+    set(probe)
+        .run()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn datagrams_beyond_udp_are_errors_for_the_senders() {
+    use fsdr_net_io::send::MAX_UDP_PAYLOAD;
+    for size in [0, 8, MAX_UDP_PAYLOAD + 1, usize::MAX] {
+        let e = sender_error(|s| s.datagram_size(size));
+        assert!(e.contains("datagram size"), "{size}: {e}");
+    }
+    for spp in [MAX_UDP_PAYLOAD / 4, usize::MAX] {
+        let e = probe_error(|p| p.samples_per_packet(spp));
+        assert!(e.contains("samples per packet"), "{spp}: {e}");
+    }
+    // Rates that are not a positive number: an error, not a sender asleep for ever.
+    for rate in [0.0, -1.0, f64::NAN] {
+        let e = sender_error(|s| s.rate(Some(rate)));
+        assert!(e.contains("rate"), "{rate}: {e}");
+        let e = probe_error(|p| p.rate(rate));
+        assert!(e.contains("rate"), "{rate}: {e}");
+    }
+}

@@ -120,7 +120,7 @@ impl Emulator {
             let datagram = spp
                 .checked_mul(4)
                 .and_then(|b| b.checked_add(cfg.header_len()));
-            if spp == 0 || datagram.is_none_or(|d| d > 65_507) {
+            if spp == 0 || datagram.is_none_or(|d| d > crate::send::MAX_UDP_PAYLOAD) {
                 return Err(Error::config(format!(
                     "{spp} samples per packet: at least 1, and a datagram (header and 4 bytes a \
                      sample) within UDP's 65507 bytes"

@@ -147,6 +147,9 @@ pub struct SendStats {
     pub refused: u64,
 }
 
+/// The largest UDP payload over IPv4: 65535 − 8 (UDP header) − 20 (IP header).
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
+
 /// The most messages one `sendmmsg` call takes (Linux's `UIO_MAXIOV`).
 pub const MAX_BATCH: usize = 1024;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{Framer, Pacer, Sender, SenderConfig};
+use super::{Framer, MAX_UDP_PAYLOAD, Pacer, Sender, SenderConfig};
 use crate::Error;
 use crate::format::Format;
 
@@ -74,7 +74,7 @@ impl StreamSender {
         }
     }
 
-    /// Bytes per datagram, header included.
+    /// Bytes per datagram, header included (more than the header, at most 65507).
     pub fn datagram_size(mut self, bytes: usize) -> Self {
         self.datagram_size = bytes;
         self
@@ -98,7 +98,7 @@ impl StreamSender {
         self
     }
 
-    /// Pace to `bytes_per_s` (whole datagrams, headers included).
+    /// Pace to `bytes_per_s` (a positive number; whole datagrams, headers included).
     pub fn rate(mut self, bytes_per_s: Option<f64>) -> Self {
         self.rate = bytes_per_s;
         self
@@ -122,9 +122,15 @@ impl StreamSender {
         let mut framer = Framer::new(self.format);
         let size = self.datagram_size;
         let header = framer.header_len();
-        if size <= header {
+        if let Some(r) = self.rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
             return Err(Error::config(format!(
-                "datagram size {size} leaves no payload after a {header}-byte header"
+                "rate {r} bytes/s must be a positive number (None: unpaced)"
+            )));
+        }
+        if size <= header || size > MAX_UDP_PAYLOAD {
+            return Err(Error::config(format!(
+                "datagram size {size}: a payload after the {header}-byte header, and at most \
+                 UDP's {MAX_UDP_PAYLOAD} bytes"
             )));
         }
         let per_call = (256 * 1024 / size).clamp(1, 256);
