@@ -58,10 +58,10 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// it runs ([`cpu_latency`](Self::cpu_latency) zero) and the receive thread at
     /// SCHED_FIFO priority [`LOW_LATENCY_PRIORITY`](Self::LOW_LATENCY_PRIORITY) unless set
     /// otherwise. Needs root (or CAP_SYS_NICE and access to `/dev/cpu_dma_latency`):
-    /// building fails with a clear error otherwise. Measured: arrival to sink p99 64–110 µs
-    /// at 200 Msps and 34–41 µs at 50 Msps on a 2-vCPU VM (`cargo xtask latency --usrp
-    /// --rate 200e6 -- --low-latency`), at the cost of the most wake-ups and idle CPUs that
-    /// spin.
+    /// building fails with a clear error otherwise. Measured: arrival to sink p99 59–81 µs
+    /// at 200 Msps on a 2-vCPU VM with the sender on the other CPU (`cargo xtask latency
+    /// --usrp --rate 200e6 --pin -- --low-latency`; 64–146 µs beside it, 34–41 µs at 50
+    /// Msps), at the cost of the most wake-ups and idle CPUs that spin.
     pub fn low_latency(mut self) -> Self {
         self.low_latency = true;
         self.latency_budget(Duration::ZERO)

@@ -421,7 +421,9 @@ impl<T: Item> Depacketizer<T> {
         let per_item = (self.decoder.unit_bytes() / self.decoder.items_per_unit()).max(1) as u64;
         match gap.bytes {
             Some(b) => b / per_item,
-            None => gap.frames * self.decoder.items_in(payload_bytes) as u64,
+            None => gap
+                .frames
+                .saturating_mul(self.decoder.items_in(payload_bytes) as u64),
         }
     }
 
