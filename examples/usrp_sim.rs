@@ -101,7 +101,7 @@ fn main() -> Result<()> {
         cfg.wire = w;
     }
     cfg.unpaced = args.unpaced;
-    cfg.channels = args.channels.max(1);
+    cfg.channels = args.channels;
     cfg.burst = common::seconds(args.burst_us.max(0.0) * 1e-6);
     (cfg.multicast_if, cfg.multicast_if_v6, cfg.multicast_ttl) =
         args.multicast.sending(args.dest)?;

@@ -460,7 +460,7 @@ fn ctrl_c_stops_cleanly_and_prints_the_final_figures() {
 }
 
 #[test]
-fn durations_beyond_reason_on_the_command_line_are_errors_not_panics() {
+fn settings_beyond_reason_on_the_command_line_are_errors_not_panics() {
     // Each names the setting; none is a panic (a `Duration` that cannot hold the value).
     for (flag, names) in [
         ("--coalesce-us", "coalesce time"),
@@ -480,6 +480,13 @@ fn durations_beyond_reason_on_the_command_line_are_errors_not_panics() {
             "{flag}: {err}"
         );
     }
+    // No channel at all is no stream.
+    let out = Command::new(example("usrp_rx"))
+        .args(["--json", "--channels", "0"])
+        .output()
+        .expect("usrp_rx runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--channels"), "{err}");
     // A sender's duration that long just means "until the sample count".
     let out = Command::new(example("usrp_sim"))
         .args([

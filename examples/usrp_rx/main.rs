@@ -313,6 +313,9 @@ fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let args = Args::parse();
+    if args.channels == 0 {
+        anyhow::bail!("--channels must be at least 1");
+    }
     common::check_cpus("--emulator-cpus", &args.emulator_cpus)?;
     args.tuning.place()?;
     args.multicast
@@ -345,8 +348,8 @@ fn main() -> Result<()> {
         if args.listen.is_some() {
             return Ok(());
         }
-        let emulator = Emulator::new(emulator_config(dest, args.channels.max(1)))
-            .context("starting the emulator")?;
+        let emulator =
+            Emulator::new(emulator_config(dest, args.channels)).context("starting the emulator")?;
         emulator_stop = Some(emulator.stop_flag());
         *emulator_thread.lock().unwrap() = Some(sources::spawn_emulator(emulator, &args));
         Ok(())
