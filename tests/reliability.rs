@@ -2,6 +2,8 @@
 //! running `UdpSource` flowgraph.
 
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use fsdr_net::io::{Format, Overload};
@@ -179,6 +181,8 @@ struct StallSink {
     /// Set on the first call. A timer alone would not hold: FutureSDR also wakes the block
     /// whenever upstream produces.
     until: Option<std::time::Instant>,
+    /// Set once the stall is over, for the sender to go on.
+    resumed: Arc<AtomicBool>,
     items: usize,
     missed_tags: Vec<(usize, usize)>,
 }
@@ -200,6 +204,7 @@ impl Kernel for StallSink {
             });
             return Ok(());
         }
+        self.resumed.store(true, Ordering::Release);
         let (items, tags) = self.input.slice_with_tags();
         for t in tags.iter() {
             if let Tag::NamedUsize(n, c) = &t.tag
@@ -234,10 +239,12 @@ fn stalled(overload: Overload) -> Result<Stalled> {
         .finish_after_idle(Duration::from_millis(1500))
         .build()?;
     let to = src.local_addr();
+    let resumed = Arc::new(AtomicBool::new(false));
     let snk = StallSink {
         input: DefaultCpuReader::default(),
         stall: Duration::from_millis(800),
         until: None,
+        resumed: resumed.clone(),
         items: 0,
         missed_tags: Vec::new(),
     };
@@ -251,8 +258,14 @@ fn stalled(overload: Overload) -> Result<Stalled> {
             d.resize(8 + 500, seq as u8);
             tx.send_to(&d, to).unwrap();
             if seq == 1000 {
-                // Resume once the sink has caught up (it stalls 800 ms from its start).
-                std::thread::sleep(Duration::from_millis(1000));
+                // Go on once the sink has resumed (it stalls 800 ms from its first call,
+                // which a loaded machine may start late) and had time to catch up: a
+                // datagram dropped at the very end would be shown missing by none after it.
+                let t = std::time::Instant::now();
+                while !resumed.load(Ordering::Acquire) && t.elapsed() < Duration::from_secs(30) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::thread::sleep(Duration::from_millis(200));
             } else if seq % 20 == 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
