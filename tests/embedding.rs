@@ -318,6 +318,15 @@ fn settings_beyond_reason_are_errors_not_panics() {
             assert!(e.contains(name), "{name}, kind {kind}: {e}");
         }
     }
+    // More streams than one source keeps outputs for (each an output buffer).
+    let e = UdpSource::<Complex32>::builder("127.0.0.1:0")
+        .format(Format::Chdr)
+        .time_tags(false)
+        .build_streams((0..100_000).map(fsdr_net::io::StreamSelector::Id))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("stream selectors"), "{e}");
     // The sink: a batch beyond `sendmmsg`'s limit, timestamps that are not a number.
     let e = UdpSink::<u8>::builder("127.0.0.1:9")
         .batch(usize::MAX)

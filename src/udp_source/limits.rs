@@ -14,6 +14,9 @@ use crate::Error;
 const MAX_OUTPUT_BYTES: usize = 1 << 30;
 /// The most buffers the in-place source keeps in circulation.
 const MAX_IN_PLACE_BUFFERS: usize = 4096;
+/// The most streams one `MultiUdpSource` takes (an output buffer each), as the emulator's
+/// most channels.
+pub(super) const MAX_STREAMS: usize = fsdr_net_io::emulator::MAX_CHANNELS;
 /// The most memory the in-place source's buffers in circulation may take, in bytes.
 const MAX_IN_PLACE_BYTES: usize = 16 << 30;
 
