@@ -508,9 +508,14 @@ impl<T: Item> UdpSourceBuilder<T> {
                 self.cfg.format
             )));
         }
-        if selectors.is_empty() || selectors.len() > limits::MAX_STREAMS {
+        if selectors.is_empty() {
+            return Err(Error::config(
+                "build_streams needs at least one stream selector",
+            ));
+        }
+        if selectors.len() > limits::MAX_STREAMS {
             return Err(Error::config(format!(
-                "build_streams takes 1..={} stream selectors, not {}",
+                "build_streams takes at most {} stream selectors, not {}",
                 limits::MAX_STREAMS,
                 selectors.len()
             )));
