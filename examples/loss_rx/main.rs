@@ -6,7 +6,9 @@
 //! Receivers:
 //! * `flowgraph-<backend>`: fsdr-net's `UdpSource` → counting sink in a FutureSDR flowgraph;
 //!   `flowgraph-multi`: its `MultiUdpSource`, one output and sink per channel of a
-//!   `--channels N` stream (`usrp_sim --channels N` to the same port);
+//!   `--channels N` stream (`usrp_sim --channels N` to the same port); `flowgraph-inplace`:
+//!   its zero-copy `InPlaceUdpSource` (recvmmsg), `flowgraph-inplace-xdp` the same over
+//!   AF_XDP (with `--interface`);
 //! * `engine-<backend>`: the fsdr-net receive engine alone, its consumer on the main thread;
 //!   `engine-inline`: the same engine (mio backend) received inline, on that thread;
 //! * `inplace`, `inplace-inline`: fsdr-net's in-place receiver alone (bytes as items), its
@@ -37,8 +39,8 @@ use fsdr_net::io::{Backend, Format};
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// flowgraph-<backend>, flowgraph-inplace, flowgraph-multi, engine-<backend>, engine-inline, inplace,
-    /// inplace-inline, futuresdr or recvmmsg.
+    /// flowgraph-<backend>, flowgraph-inplace[-xdp], flowgraph-multi, engine-<backend>,
+    /// engine-inline, inplace, inplace-inline, futuresdr or recvmmsg.
     #[arg(long, default_value = "flowgraph-mio")]
     receiver: String,
     /// Address to bind.
@@ -129,6 +131,7 @@ fn main() -> Result<()> {
     let meter = fsdr_net::io::host::ThreadCpuMeter::start(Duration::from_millis(100))?;
     let (kind, backend) = match args.receiver.split_once('-') {
         Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
+        Some(("flowgraph", "inplace-xdp")) => ("flowgraph-inplace", Some(Backend::Xdp)),
         Some(("flowgraph", "multi")) => ("flowgraph-multi", None),
         Some(("inplace", "inline")) => ("inplace-inline", None),
         Some(("engine", "inline")) => ("engine-inline", None),
@@ -156,7 +159,7 @@ fn main() -> Result<()> {
         );
     }
     let outcome = match (kind, backend) {
-        ("flowgraph-inplace", None) => flowgraph_in_place(&args)?,
+        ("flowgraph-inplace", b) => flowgraph_in_place(&args, b)?,
         ("flowgraph-multi", None) => flowgraph_multi(&args)?,
         ("inplace", None) => in_place(&args, false)?,
         ("inplace-inline", None) => in_place(&args, true)?,
@@ -166,7 +169,7 @@ fn main() -> Result<()> {
         ("futuresdr", None) => futuresdr_source(&args)?,
         ("recvmmsg", None) => reference(&args)?,
         _ => bail!(
-            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace, flowgraph-multi, engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
+            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace[-xdp], flowgraph-multi, engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
             args.receiver
         ),
     };

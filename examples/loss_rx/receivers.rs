@@ -187,12 +187,20 @@ pub(crate) fn flowgraph_multi(args: &Args) -> Result<Outcome> {
     Ok(out)
 }
 
-/// The zero-copy source into a sink that reads the circuit buffer in place; with `--ports N`
-/// one source and sink per port.
-pub(crate) fn flowgraph_in_place(args: &Args) -> Result<Outcome> {
+/// The zero-copy source into a sink that reads the circuit buffer in place (over AF_XDP
+/// with `backend`: `Backend::Xdp`); with `--ports N` one source and sink per port.
+pub(crate) fn flowgraph_in_place(args: &Args, backend: Option<Backend>) -> Result<Outcome> {
     let srcs = on_ports(
         args,
-        |bind| Ok(source_builder(args, bind).build_in_place()?),
+        |bind| {
+            let b = source_builder(args, bind);
+            let b = match backend {
+                // After the backend: the xdp backend's interface.
+                Some(k) => b.backend(k).configure(|c| args.multicast.apply_xdp(c)),
+                None => b,
+            };
+            Ok(b.build_in_place()?)
+        },
         |s| s.local_addr(),
     )?;
     let local = srcs[0].local_addr();

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 
 /// The receivers of the default matrix, in table order: fsdr-net's flowgraph for every
-/// backend of `Backend::ALL` and with the zero-copy in-place source, the engine for every
+/// backend of `Backend::ALL` and with the zero-copy in-place source (over AF_XDP too with
+/// `netns`), the engine for every
 /// backend and inline (received on the consumer's thread), the in-place receiver alone (on
 /// its own thread, and inline), FutureSDR's own source, and the recvmmsg reference. Backends
 /// that need a real link (xdp) only with `netns` (the sweep over a veth pair).
@@ -18,6 +19,7 @@ pub fn receivers(netns: bool) -> Vec<String> {
         .iter()
         .map(|b| format!("flowgraph-{b}"))
         .chain(["flowgraph-inplace".to_string()])
+        .chain(netns.then(|| "flowgraph-inplace-xdp".to_string()))
         .chain(backends.iter().map(|b| format!("engine-{b}")))
         .chain(["engine-inline".to_string()])
         .chain(["inplace", "inplace-inline", "futuresdr", "recvmmsg"].map(String::from))

@@ -91,6 +91,8 @@ pub(super) struct Receive<T, B> {
     pub(super) socket: Socket,
     /// With `Backend::Xdp`: the AF_XDP receive the datagrams come from (`xdp.rs`).
     pub(super) xdp: Option<crate::engine::XdpRx>,
+    /// With `Backend::Xdp`: the stream ID and counter of the last frame read of the stream.
+    pub(super) xdp_last: Option<(Option<u32>, u64)>,
     pub(super) format: Format,
     pub(super) filter: SourceFilter,
     pub(super) batch: usize,
@@ -197,6 +199,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             shared,
             socket,
             xdp: None,
+            xdp_last: None,
             format: cfg.format,
             filter: cfg.socket.filter.clone(),
             batch: cfg.batch,

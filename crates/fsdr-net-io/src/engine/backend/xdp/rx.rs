@@ -199,6 +199,16 @@ impl Frame<'_> {
         parse_frame(head, total)
     }
 
+    /// The start of `udp`'s payload as far as the first descriptor holds it (a format's
+    /// header, for the frames of any link): to read before the payload is written.
+    pub(crate) fn payload_head(&self, udp: &Udp) -> &[u8] {
+        let Some(b) = self.descs.first().and_then(|d| self.xsk.bytes(d)) else {
+            return &[];
+        };
+        let end = udp.offset.saturating_add(udp.len).min(b.len());
+        b.get(udp.offset..end).unwrap_or_default()
+    }
+
     /// Hands the payload of `udp` to `out` in order, over the packet's descriptors; false
     /// (and nothing handed out) when a descriptor lies outside the UMEM.
     pub(crate) fn payload(&self, udp: &Udp, mut out: impl FnMut(&[u8])) -> bool {
