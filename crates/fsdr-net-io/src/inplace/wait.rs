@@ -51,10 +51,27 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             self.deliver_released();
             acted = true;
         }
-        if self
-            .hand_over_due()
-            .is_some_and(|due| sys::monotonic_ns() >= due.at_latest)
-        {
+        let due_now = |rx: &Self| {
+            rx.hand_over_due()
+                .is_some_and(|due| sys::monotonic_ns() >= due.at_latest)
+        };
+        // The buffer waited for a hole as long as the reorder timeout allows, counted from
+        // its datagram's arrival (the reorder stage counts from a moment later): the gaps
+        // due are given up on first, so their zeros go in and the datagrams placed ahead
+        // stay where they are, rather than being copied back out for a hand-over.
+        while due_now(self) && !self.may_hand_over() {
+            let before = self.ahead_at.len();
+            let Some(o) = self.order.as_mut() else { break };
+            if !o.flush_oldest(&mut self.released) {
+                break;
+            }
+            self.deliver_released();
+            acted = true;
+            if self.ahead_at.len() >= before {
+                break;
+            }
+        }
+        if due_now(self) {
             self.hand_over_now();
             acted = true;
         }
