@@ -66,6 +66,16 @@ pub(super) enum Entry {
     Owned(Owned),
 }
 
+/// Where a data frame stands in its stream, read from its header before its payload is
+/// written (with AF_XDP, `xdp.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StreamMark {
+    /// VRT stream ID, CHDR destination endpoint.
+    pub(super) stream: Option<u32>,
+    /// Its sequence counter, in the format's sequence space.
+    pub(super) counter: u64,
+}
+
 /// The buffer being filled.
 pub(super) struct Current<B> {
     pub(super) buffer: B,
@@ -91,8 +101,8 @@ pub(super) struct Receive<T, B> {
     pub(super) socket: Socket,
     /// With `Backend::Xdp`: the AF_XDP receive the datagrams come from (`xdp.rs`).
     pub(super) xdp: Option<crate::engine::XdpRx>,
-    /// With `Backend::Xdp`: the stream ID and counter of the last frame read of the stream.
-    pub(super) xdp_last: Option<(Option<u32>, u64)>,
+    /// With `Backend::Xdp`: where the last frame read of the stream stood (`xdp.rs`).
+    pub(super) xdp_last: Option<StreamMark>,
     pub(super) format: Format,
     pub(super) filter: SourceFilter,
     pub(super) batch: usize,

@@ -6,13 +6,14 @@
 //! is written, so a receive ends in front of a frame that shows a gap, and that frame is read
 //! alone. Only it is copied (to its place behind room for the missing items); the frames
 //! behind it land behind it in place, where over a socket the rest of its `recvmmsg` call
-//! would have landed at the wrong place and been copied too. What the XDP program passes to the kernel (IP fragments, frames of
-//! another queue) and the stop's `shutdown` arrive on the UDP socket and are read from it.
+//! would have landed at the wrong place and been copied too. What the XDP program passes to
+//! the kernel (IP fragments, frames of another queue) and the stop's `shutdown` arrive on the
+//! UDP socket and are read from it.
 
 use std::io;
 
 use super::ItemBuffer;
-use super::receiver::Receive;
+use super::receiver::{Receive, StreamMark};
 use crate::format::{Format, PacketClass};
 use crate::sample::Item;
 use crate::sys::{self, Wait};
@@ -107,30 +108,29 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     }
 }
 
-/// A data frame's stream ID and sequence counter, when it belongs to the stream followed
-/// (any stream before the first data packet) and its header says.
+/// A data frame's mark, when it belongs to the stream followed (any stream before the first
+/// data packet) and its header carries a counter.
 fn stream_mark(
     format: Format,
     stream: Option<Option<u32>>,
     head: &[u8],
     len: usize,
-) -> Option<(Option<u32>, u64)> {
+) -> Option<StreamMark> {
     let info = format.parse_head(head, len).ok()?;
     if info.class != PacketClass::Data || stream.is_some_and(|s| s != info.stream_id) {
         return None;
     }
-    Some((info.stream_id, info.seq?))
+    Some(StreamMark {
+        stream: info.stream_id,
+        counter: info.seq?,
+    })
 }
 
 /// Whether a frame marked `mark` does not directly follow the one marked `last` of the same
 /// stream: a gap (or a late or repeated frame), which the receiver cannot place with the
 /// frames behind it.
-fn shows_gap(
-    format: Format,
-    last: Option<(Option<u32>, u64)>,
-    mark: Option<(Option<u32>, u64)>,
-) -> bool {
-    let (Some((s0, c0)), Some((s, c)), Some(bits)) = (last, mark, format.seq_bits()) else {
+fn shows_gap(format: Format, last: Option<StreamMark>, mark: Option<StreamMark>) -> bool {
+    let (Some(last), Some(mark), Some(bits)) = (last, mark, format.seq_bits()) else {
         return false;
     };
     let mask = if bits >= 64 {
@@ -138,7 +138,7 @@ fn shows_gap(
     } else {
         (1 << bits) - 1
     };
-    s0 == s && c != c0.wrapping_add(1) & mask
+    last.stream == mark.stream && mark.counter != last.counter.wrapping_add(1) & mask
 }
 
 #[cfg(test)]
@@ -147,7 +147,12 @@ mod tests {
 
     #[test]
     fn a_gap_is_a_counter_that_does_not_follow_in_the_same_stream() {
-        let m = |s, c| Some((Some(s), c));
+        let m = |s, c| {
+            Some(StreamMark {
+                stream: Some(s),
+                counter: c,
+            })
+        };
         assert!(!shows_gap(Format::Chdr, m(1, 5), m(1, 6)));
         assert!(shows_gap(Format::Chdr, m(1, 5), m(1, 8)));
         assert!(shows_gap(Format::Chdr, m(1, 5), m(1, 5)));
