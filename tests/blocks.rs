@@ -565,3 +565,35 @@ fn a_sink_to_a_port_nobody_listens_on_counts_the_refusals() -> Result<()> {
     assert!(s.refused > 0, "{s:?}");
     Ok(())
 }
+
+#[test]
+fn a_backend_setting_chooses_its_backend_or_is_refused_with_another() -> Result<()> {
+    let b = || UdpSource::<u8>::builder("127.0.0.1:0");
+    let src = b().reuseport(2, None).build()?;
+    assert_eq!(src.backend(), Some((Backend::Reuseport, 2)));
+    for (what, r) in [
+        (
+            "reuseport",
+            b().reuseport(2, None).backend(Backend::Mio).build(),
+        ),
+        (
+            "reuseport",
+            b().backend(Backend::Recvmmsg).reuseport(2, None).build(),
+        ),
+        (
+            "uring_depth",
+            b().uring_depth(8).backend(Backend::Mio).build(),
+        ),
+        ("uring_depth", b().reuseport(2, None).uring_depth(8).build()),
+    ] {
+        let e = r.err().expect("refused").to_string();
+        assert!(e.contains(what), "{e}");
+    }
+    let e = b()
+        .reuseport(2, None)
+        .build_in_place()
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("in-place"), "{e}");
+    Ok(())
+}

@@ -36,6 +36,9 @@ pub struct UdpSourceBuilder<T> {
     probe_granularity: Option<u64>,
     batch_workers: bool,
     backend_set: bool,
+    /// `reuseport` / `uring_depth` were given: they name their backend.
+    reuseport_set: bool,
+    uring_depth_set: bool,
     in_place_buffers: usize,
     /// `coalesce` was given (or changed through `configure`): it wins over the budget.
     pub(super) coalesce_set: bool,
@@ -68,6 +71,8 @@ impl<T: Item> UdpSourceBuilder<T> {
             probe_granularity: None,
             batch_workers: true,
             backend_set: false,
+            reuseport_set: false,
+            uring_depth_set: false,
             in_place_buffers: 32,
             coalesce_set: false,
             poll_set: false,
@@ -254,16 +259,31 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.coalesce_set = true;
         self
     }
-    /// `reuseport` threads and optional cBPF spreading.
+    /// `reuseport` threads and optional cBPF spreading. Without [`backend`](Self::backend)
+    /// this chooses [`Backend::Reuseport`]; with another backend it is an error at build
+    /// (never a setting silently ignored).
     pub fn reuseport(mut self, threads: usize, spread: Option<ReuseportSpread>) -> Self {
         self.cfg.reuseport_threads = threads;
         self.cfg.reuseport_spread = spread;
+        self.reuseport_set = true;
         self
     }
-    /// `uring` receive operations in flight.
+    /// `uring` receive operations in flight. Without [`backend`](Self::backend) this
+    /// chooses [`Backend::Uring`] (the `uring` feature); with another backend it is an
+    /// error at build.
     pub fn uring_depth(mut self, depth: usize) -> Self {
         self.cfg.uring_depth = depth;
+        self.uring_depth_set = true;
         self
+    }
+    /// The backend chosen, by [`backend`](Self::backend) or by a setting that only one
+    /// backend has; `None`: the default.
+    fn chosen_backend(&self) -> Result<Option<Backend>, Error> {
+        limits::chosen_backend(
+            self.backend_set.then_some(self.cfg.backend),
+            self.reuseport_set,
+            self.uring_depth_set,
+        )
     }
     /// Any other engine option.
     pub fn configure(mut self, f: impl FnOnce(&mut EngineConfig)) -> Self {
@@ -343,6 +363,9 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// Everything both sources are built from, checked.
     fn parts(&self) -> Result<Parts<T>, Error> {
         let mut cfg = self.cfg.clone();
+        if let Some(b) = self.chosen_backend()? {
+            cfg.backend = b;
+        }
         cfg.socket.bind = self.bind.clone().map_err(Error::Config)?;
         // VRT/DIFI context packets become setting tags and `context` messages.
         cfg.deliver_context |= cfg.format == Format::Vrt;
@@ -414,11 +437,11 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// (the default), or with AF_XDP ([`Backend::Xdp`], one copy from the UMEM into the
     /// output buffer); another backend set on this builder is an error.
     pub fn build_in_place(self) -> Result<InPlaceUdpSource<T>, Error> {
-        let xdp = self.backend_set && self.cfg.backend == Backend::Xdp;
-        if self.backend_set && !xdp && self.cfg.backend != Backend::Recvmmsg {
+        let chosen = self.chosen_backend()?;
+        let xdp = chosen == Some(Backend::Xdp);
+        if let Some(b) = chosen.filter(|b| !xdp && *b != Backend::Recvmmsg) {
             return Err(Error::config(format!(
-                "the in-place source receives with recvmmsg or AF_XDP; backend {} cannot be used",
-                self.cfg.backend
+                "the in-place source receives with recvmmsg or AF_XDP; backend {b} cannot be used"
             )));
         }
         let Parts {

@@ -1,10 +1,12 @@
 //! The bounds a source's settings are checked against at build, so that nothing sized or
 //! timed from them overflows later: output buffers, the in-place buffers in circulation, and
 //! the block's timings (the engine's own are checked by
-//! [`EngineConfig::validate`](fsdr_net_io::EngineConfig::validate)).
+//! [`EngineConfig::validate`](fsdr_net_io::EngineConfig::validate)); and a backend's own
+//! settings against the backend chosen.
 
 use std::time::Duration;
 
+use fsdr_net_io::Backend;
 use fsdr_net_io::engine::MAX_SETTING_DURATION;
 use fsdr_net_io::sample::{Decoder, Item};
 
@@ -71,4 +73,31 @@ pub(super) fn check_durations(settings: &[(&str, Option<Duration>)]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The backend of a builder: the one `chosen` (by `.backend(…)`), else the one whose own
+/// setting was given (`reuseport(…)`, `uring_depth(…)`), else `None` (the default). A
+/// backend's own setting given with another backend is an error, never silently ignored.
+pub(super) fn chosen_backend(
+    chosen: Option<Backend>,
+    reuseport: bool,
+    uring_depth: bool,
+) -> Result<Option<Backend>, Error> {
+    let mut chosen = chosen;
+    for (set, name, backend) in [
+        (reuseport, "reuseport(…)", Backend::Reuseport),
+        (uring_depth, "uring_depth(…)", Backend::Uring),
+    ] {
+        match chosen {
+            _ if !set => {}
+            None => chosen = Some(backend),
+            Some(b) if b == backend => {}
+            Some(b) => {
+                return Err(Error::config(format!(
+                    "{name} is a setting of backend {backend}, but backend {b} was chosen"
+                )));
+            }
+        }
+    }
+    Ok(chosen)
 }

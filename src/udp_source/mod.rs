@@ -376,6 +376,20 @@ impl<T: Item> UdpSource<T> {
         self.local_addr
     }
 
+    /// The receive backend in use, and its receive threads (`None` once the flowgraph
+    /// ended and the engine stopped).
+    ///
+    /// ```
+    /// use fsdr_net::UdpSource;
+    ///
+    /// let src = UdpSource::<u8>::builder("127.0.0.1:0").reuseport(2, None).build()?;
+    /// assert_eq!(src.backend(), Some((fsdr_net::io::Backend::Reuseport, 2)));
+    /// # Ok::<(), fsdr_net::Error>(())
+    /// ```
+    pub fn backend(&self) -> Option<(fsdr_net_io::Backend, usize)> {
+        self.engine.as_ref().map(|e| (e.backend(), e.threads()))
+    }
+
     /// Every counter: live while running, final after the flowgraph ended.
     pub fn stats(&self) -> SourceStats {
         SourceStats {

@@ -593,6 +593,25 @@ fn backends_other_than_recvmmsg_are_refused() {
     assert!(e.to_string().contains("recvmmsg"), "{e}");
 }
 
+#[test]
+fn a_tick_rate_that_is_not_finite_and_positive_is_refused() {
+    for rate in [f64::NAN, -1.0] {
+        let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        engine.backend = Backend::Recvmmsg;
+        let cfg = InPlaceConfig {
+            engine,
+            decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
+            depacketizer: DepacketizerConfig {
+                tick_rate: Some(rate),
+                ..Default::default()
+            },
+            buffers: 2,
+        };
+        let e = InPlaceReceiver::<u8, Vec<u8>>::start_inline(cfg).unwrap_err();
+        assert!(e.to_string().contains("tick rate"), "{e}");
+    }
+}
+
 /// The receive thread fills the buffers returned last (their memory is still in the
 /// cache), not the ones that waited longest; and no more buffers than configured can be lent.
 #[test]

@@ -32,6 +32,7 @@
 use fsdr_net_lttng::Marks;
 use serde::{Deserialize, Serialize};
 
+use crate::Error;
 use crate::engine::Datagram;
 use crate::format::Timestamp;
 use crate::sample::{Decoder, Item};
@@ -188,6 +189,43 @@ pub struct DepacketizerConfig {
     pub marks: Option<Marks>,
 }
 
+impl DepacketizerConfig {
+    /// Checks the rates: a tick rate and ticks per item, where set, must be finite and
+    /// positive (a NaN or negative rate would put meaningless times in every time tag).
+    ///
+    /// ```
+    /// use fsdr_net_io::depacketizer::DepacketizerConfig;
+    ///
+    /// let mut cfg = DepacketizerConfig { tick_rate: Some(200e6), ..Default::default() };
+    /// assert!(cfg.check().is_ok());
+    /// cfg.ticks_per_item = Some(f64::NAN);
+    /// let e = cfg.check().unwrap_err();
+    /// assert!(e.to_string().contains("ticks per item"), "{e}");
+    /// ```
+    pub fn check(&self) -> Result<(), Error> {
+        for (what, value) in [
+            ("tick rate", self.tick_rate),
+            ("ticks per item", self.ticks_per_item),
+        ] {
+            if let Some(x) = value.filter(|x| !(x.is_finite() && *x > 0.0)) {
+                return Err(Error::config(format!(
+                    "depacketizer: the {what} must be finite and positive, not {x}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The configuration with every rate that [`DepacketizerConfig::check`] refuses left
+    /// out (no time tags from it).
+    fn without_bad_rates(mut self) -> Self {
+        let good = |x: &f64| x.is_finite() && *x > 0.0;
+        self.tick_rate = self.tick_rate.filter(good);
+        self.ticks_per_item = self.ticks_per_item.filter(good);
+        self
+    }
+}
+
 /// One datagram as the depacketizer needs it.
 #[derive(Debug, Clone, Copy)]
 pub struct DatagramIn<'a> {
@@ -313,8 +351,15 @@ pub struct Depacketizer<T> {
 }
 
 impl<T: Item> Depacketizer<T> {
-    /// A depacketizer decoding with `decoder`.
+    /// A depacketizer decoding with `decoder`. A rate that
+    /// [`DepacketizerConfig::check`] refuses (not finite and positive) is left out, with a
+    /// warning: no time tags from it rather than meaningless ones.
+    /// [`Depacketizer::try_new`] returns the error instead.
     pub fn new(decoder: Decoder<T>, cfg: DepacketizerConfig) -> Self {
+        if let Err(e) = cfg.check() {
+            tracing::warn!("{e}; left out: no time tags from it");
+        }
+        let cfg = cfg.without_bad_rates();
         let timing = timing::Timing::new(&cfg);
         Self {
             carry: Vec::with_capacity(decoder.unit_bytes()),
@@ -327,6 +372,22 @@ impl<T: Item> Depacketizer<T> {
             settings: Vec::new(),
             stats: DepacketizerStats::default(),
         }
+    }
+
+    /// As [`Depacketizer::new`], but a rate that [`DepacketizerConfig::check`] refuses is
+    /// an error.
+    ///
+    /// ```
+    /// use fsdr_net_io::depacketizer::{Depacketizer, DepacketizerConfig};
+    /// use fsdr_net_io::sample::{Decoder, WireFormat};
+    ///
+    /// let cfg = DepacketizerConfig { tick_rate: Some(-1.0), ..Default::default() };
+    /// let dec = Decoder::<i16>::new(WireFormat::Plain).unwrap();
+    /// assert!(Depacketizer::try_new(dec, cfg).is_err());
+    /// ```
+    pub fn try_new(decoder: Decoder<T>, cfg: DepacketizerConfig) -> Result<Self, Error> {
+        cfg.check()?;
+        Ok(Self::new(decoder, cfg))
     }
 
     /// The counters.

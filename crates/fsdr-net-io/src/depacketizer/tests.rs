@@ -205,6 +205,56 @@ fn time_tags_at_start_after_gaps_and_jumps_and_identical_when_staged() {
 }
 
 #[test]
+fn a_rate_that_is_not_finite_and_positive_gives_no_time_tags_never_meaningless_ones() {
+    let ts = Some(Timestamp::Ticks(1000));
+    let p = bytes(&[1, 2, 3, 4]);
+    let mut d = DatagramIn::new(&p);
+    d.timestamp = ts;
+    let good = DepacketizerConfig {
+        tick_rate: Some(1e6),
+        ..Default::default()
+    };
+    let dec = || Decoder::<i16>::new(WireFormat::Plain).unwrap();
+    let times = |cfg: &DepacketizerConfig| {
+        let mut dp = Depacketizer::new(dec(), cfg.clone());
+        let (_, tags) = run(&mut dp, &[d], 64);
+        tags.into_iter()
+            .filter_map(|(_, t)| match t {
+                TagKind::Time(rx) => Some(rx),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(times(&good).len(), 1);
+    assert!(Depacketizer::try_new(dec(), good.clone()).is_ok());
+    for bad in [f64::NAN, f64::INFINITY, -1e6, 0.0] {
+        let cfg = DepacketizerConfig {
+            tick_rate: Some(bad),
+            ..good.clone()
+        };
+        assert!(times(&cfg).is_empty(), "tick rate {bad}");
+        assert!(
+            Depacketizer::try_new(dec(), cfg).is_err(),
+            "tick rate {bad}"
+        );
+        // A bad ticks per item is left out too: time tags at the start, none from it.
+        let cfg = DepacketizerConfig {
+            ticks_per_item: Some(bad),
+            ..good.clone()
+        };
+        let t = times(&cfg);
+        assert!(
+            t.len() == 1 && t[0].seconds.is_finite(),
+            "ticks per item {bad}"
+        );
+        assert!(
+            Depacketizer::try_new(dec(), cfg).is_err(),
+            "ticks per item {bad}"
+        );
+    }
+}
+
+#[test]
 fn marks_count_items_and_skip_zeros() {
     let p = bytes(&[1; 10]);
     let mut d2 = DatagramIn::new(&p);

@@ -55,6 +55,10 @@ pub enum FormatError {
     /// A VRT context packet the `vita49` parser refused.
     #[error("VRT context packet: {0}")]
     Context(String),
+    /// A [`Framer`](crate::send::Framer)'s ticks per item is not a finite number ≥ 0, so
+    /// no timestamp it would write means anything.
+    #[error("ticks per item must be finite and not negative, not {0}")]
+    TicksPerItem(String),
 }
 
 /// What a datagram carries, as far as a sample stream is concerned.

@@ -266,6 +266,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             depacketizer,
             buffers,
         } = cfg;
+        depacketizer.check()?;
         if !matches!(ecfg.backend, Backend::Recvmmsg | Backend::Xdp) {
             return Err(Error::Unsupported {
                 backend: ecfg.backend,

@@ -90,7 +90,19 @@ impl Framer {
         Some((u32::try_from(seconds).unwrap_or(u32::MAX), ps % PS_PER_S))
     }
 
-    /// Adds timestamps starting at `start` ticks, `ticks_per_item` per item sent.
+    /// Adds timestamps starting at `start` ticks, `ticks_per_item` per item sent. A
+    /// `ticks_per_item` that is not a finite number ≥ 0 makes every [`Framer::frame`] an
+    /// error ([`FormatError::TicksPerItem`]) rather than a datagram with a meaningless time.
+    ///
+    /// ```
+    /// use fsdr_net_io::send::Framer;
+    /// use fsdr_net_io::format::FormatError;
+    /// use fsdr_net_io::Format;
+    ///
+    /// let mut f = Framer::new(Format::Chdr).timestamps(0, f64::NAN);
+    /// let e = f.frame(&mut [0u8; 64], 10, 0).unwrap_err();
+    /// assert!(matches!(e, FormatError::TicksPerItem(_)));
+    /// ```
     pub fn timestamps(mut self, start: u64, ticks_per_item: f64) -> Self {
         self.time = Some((start, ticks_per_item));
         self
@@ -216,6 +228,9 @@ impl Framer {
         pad: usize,
         eob: bool,
     ) -> Result<usize, FormatError> {
+        if let Some((_, tpi)) = self.time.filter(|(_, t)| !(t.is_finite() && *t >= 0.0)) {
+            return Err(FormatError::TicksPerItem(tpi.to_string()));
+        }
         let (timestamp, utc_seconds) = match self.next_utc() {
             Some((s, ps)) if self.format == Format::Vrt => (Some(ps), Some(s)),
             _ => (self.next_timestamp(), None),
