@@ -160,6 +160,12 @@ pub struct TuningArgs {
     /// by slots only); default: the engine's.
     #[arg(long, value_parser = parse_f64)]
     pub latency_budget_ms: Option<f64>,
+    /// The sources' one knob, `UdpSourceBuilder::latency_budget`, in milliseconds (default:
+    /// the builder's, 2 ms): how long a datagram may take to the block's output under load,
+    /// which sets how often the receive thread reads and wakes the flowgraph. Not
+    /// --latency-budget-ms (the engine's queue bound).
+    #[arg(long, value_parser = parse_f64)]
+    pub source_budget_ms: Option<f64>,
     /// Wake the flowgraph at most every this many microseconds under load (0: after every
     /// receive call); default: the blocks' 2 ms latency budget (at once when sparse, at most
     /// every 1 ms under load), for engine-only receivers the engine's (adaptive, 50 µs / 64
@@ -252,6 +258,10 @@ impl TuningArgs {
         b: fsdr_net::UdpSourceBuilder<T>,
     ) -> fsdr_net::UdpSourceBuilder<T> {
         let b = if self.low_latency { b.low_latency() } else { b };
+        let b = match self.source_budget_ms {
+            Some(ms) => b.latency_budget(seconds(ms * 1e-3)),
+            None => b,
+        };
         let b = b
             .batch_workers(!self.normal_workers)
             .configure(|c| self.apply(c));
