@@ -359,6 +359,18 @@ fn settings_beyond_reason_are_errors_not_panics() {
             .unwrap_or_default();
         assert!(e.contains("timestamps"), "{tpi}: {e}");
     }
+    // Header fields the format has no room for: never dropped or truncated.
+    let sink = |format: Format| UdpSink::<Complex32>::builder("127.0.0.1:9").format(format);
+    for format in [Format::Raw, Format::Seq64, Format::SeqPlusSize] {
+        for b in [sink(format).timestamps(0, 1.0), sink(format).stream_id(1)] {
+            let e = b.build().err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains("header fields"), "{format}: {e}");
+        }
+    }
+    let e = sink(Format::Chdr).stream_id(1 << 16).build().err();
+    assert!(e.is_some_and(|e| e.to_string().contains("16-bit")));
+    assert!(sink(Format::Chdr).stream_id(0xffff).build().is_ok());
+    assert!(sink(Format::Vrt).stream_id(1 << 16).build().is_ok());
     // A recording's metadata takes numbers only.
     let dir = std::env::temp_dir().join(format!("fsdr-net-limits-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -113,7 +113,7 @@ impl<T: Item> UdpSinkBuilder<T> {
         self
     }
     /// CHDR/VRT timestamps: the first item at `start` ticks, `ticks_per_item` (a positive
-    /// number) after that.
+    /// number) after that. Other formats have no timestamp: an error at build.
     pub fn timestamps(mut self, start: u64, ticks_per_item: f64) -> Self {
         self.timestamps = Some((start, ticks_per_item));
         self
@@ -126,8 +126,9 @@ impl<T: Item> UdpSinkBuilder<T> {
         self.utc = Some((epoch_seconds, sample_rate));
         self
     }
-    /// Stream identifier: VRT stream ID, CHDR destination endpoint (default 0, channel 0 as
-    /// the emulator numbers channels: `fsdr_net::io::emulator::channel_stream_id`).
+    /// Stream identifier: VRT stream ID, CHDR destination endpoint (16 bits; default 0,
+    /// channel 0 as the emulator numbers channels: `fsdr_net::io::emulator::channel_stream_id`).
+    /// Other formats have none: an error at build.
     pub fn stream_id(mut self, id: u32) -> Self {
         self.stream_id = Some(id);
         self
@@ -194,6 +195,22 @@ impl<T: Item> UdpSinkBuilder<T> {
         {
             return Err(Error::config(format!(
                 "timestamps: {tpi} ticks per item must be a positive number"
+            )));
+        }
+        // Header fields the format has no room for are an error, never dropped or truncated.
+        let fields = matches!(self.format, Format::Chdr | Format::Vrt);
+        if !fields && (self.timestamps.is_some() || self.stream_id.is_some()) {
+            return Err(Error::config(format!(
+                "timestamps and stream_id are CHDR and VRT header fields; {} datagrams have none",
+                self.format
+            )));
+        }
+        if let Some(id) = self
+            .stream_id
+            .filter(|&id| self.format == Format::Chdr && id > 0xffff)
+        {
+            return Err(Error::config(format!(
+                "stream_id {id} does not fit CHDR's 16-bit destination endpoint"
             )));
         }
         // As the source: items that are not complex are not a CHDR or VRT stream's samples

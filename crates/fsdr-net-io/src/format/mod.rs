@@ -55,10 +55,11 @@ pub enum FormatError {
     /// A VRT context packet the `vita49` parser refused.
     #[error("VRT context packet: {0}")]
     Context(String),
-    /// A [`Framer`](crate::send::Framer)'s ticks per item is not a finite number ≥ 0, so
-    /// no timestamp it would write means anything.
-    #[error("ticks per item must be finite and not negative, not {0}")]
-    TicksPerItem(String),
+    /// A header field the emitter was asked to write that the format cannot carry as given:
+    /// a [`Framer`](crate::send::Framer)'s ticks per item that is not a finite number ≥ 0,
+    /// a CHDR stream ID (destination endpoint) above 16 bits. Never written truncated.
+    #[error("{0}")]
+    Field(String),
 }
 
 /// What a datagram carries, as far as a sample stream is concerned.
@@ -383,9 +384,15 @@ impl Format {
             Format::Seq64 => seq64::emit_seq64(datagram, h.seq),
             Format::SeqPlusSize => seq64::emit_seq_plus_size(datagram, h.seq)?,
             Format::Chdr => {
+                let id = h.stream_id.unwrap_or(0);
+                let epid = u16::try_from(id).map_err(|_| {
+                    FormatError::Field(format!(
+                        "stream ID {id} does not fit CHDR's 16-bit destination endpoint"
+                    ))
+                })?;
                 let mut repr =
                     chdr::ChdrRepr::data(h.seq as u16, datagram.len(), h.timestamp, h.eob)?;
-                repr.dst_epid = h.stream_id.unwrap_or(0) as u16;
+                repr.dst_epid = epid;
                 repr.emit(&mut chdr::ChdrPacket::new_unchecked(&mut *datagram));
             }
             Format::Vrt => vrt::emit_data_header(datagram, h)?,

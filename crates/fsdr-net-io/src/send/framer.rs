@@ -92,7 +92,7 @@ impl Framer {
 
     /// Adds timestamps starting at `start` ticks, `ticks_per_item` per item sent. A
     /// `ticks_per_item` that is not a finite number ≥ 0 makes every [`Framer::frame`] an
-    /// error ([`FormatError::TicksPerItem`]) rather than a datagram with a meaningless time.
+    /// error ([`FormatError::Field`]) rather than a datagram with a meaningless time.
     ///
     /// ```
     /// use fsdr_net_io::send::Framer;
@@ -101,7 +101,7 @@ impl Framer {
     ///
     /// let mut f = Framer::new(Format::Chdr).timestamps(0, f64::NAN);
     /// let e = f.frame(&mut [0u8; 64], 10, 0).unwrap_err();
-    /// assert!(matches!(e, FormatError::TicksPerItem(_)));
+    /// assert!(matches!(e, FormatError::Field(_)));
     /// ```
     pub fn timestamps(mut self, start: u64, ticks_per_item: f64) -> Self {
         self.time = Some((start, ticks_per_item));
@@ -136,7 +136,8 @@ impl Framer {
         }
     }
 
-    /// Sets the stream identifier (VRT stream ID, CHDR destination endpoint).
+    /// Sets the stream identifier (VRT stream ID, CHDR destination endpoint: 16 bits, so
+    /// that a larger one makes [`Framer::frame`] an error, never a truncated endpoint).
     pub fn stream_id(mut self, id: u32) -> Self {
         self.stream_id = Some(id);
         self
@@ -229,7 +230,9 @@ impl Framer {
         eob: bool,
     ) -> Result<usize, FormatError> {
         if let Some((_, tpi)) = self.time.filter(|(_, t)| !(t.is_finite() && *t >= 0.0)) {
-            return Err(FormatError::TicksPerItem(tpi.to_string()));
+            return Err(FormatError::Field(format!(
+                "ticks per item must be finite and not negative, not {tpi}"
+            )));
         }
         let (timestamp, utc_seconds) = match self.next_utc() {
             Some((s, ps)) if self.format == Format::Vrt => (Some(ps), Some(s)),
@@ -272,6 +275,16 @@ mod tests {
             assert_eq!(info.payload_len as usize, payload, "payload {payload}");
             assert!(dg[h + payload..].iter().all(|&b| b == 0));
         }
+    }
+
+    #[test]
+    fn a_chdr_stream_id_beyond_16_bits_is_an_error_not_a_truncated_endpoint() {
+        let mut dg = [0u8; 64];
+        let mut f = Framer::new(Format::Chdr).stream_id(0x1_0005);
+        assert!(matches!(f.frame(&mut dg, 4, 0), Err(FormatError::Field(_))));
+        let mut f = Framer::new(Format::Chdr).stream_id(0xffff);
+        f.frame(&mut dg, 4, 0).unwrap();
+        assert_eq!(Format::Chdr.parse(&dg).unwrap().stream_id, Some(0xffff));
     }
 
     #[test]
