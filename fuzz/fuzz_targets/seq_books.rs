@@ -7,6 +7,8 @@
 
 #[path = "../../crates/fsdr-net-io/tests/model/reference.rs"]
 mod reference;
+// The engine and in-place runs are the model test's; here only the pure one runs.
+#[allow(dead_code)]
 #[path = "../../crates/fsdr-net-io/tests/model/run.rs"]
 mod run;
 #[path = "../../crates/fsdr-net-io/tests/model/scenario.rs"]
@@ -120,7 +122,7 @@ fn scenario(data: &[u8]) -> Option<Scenario> {
 
 fuzz_target!(|data: &[u8]| {
     if let Some(sc) = scenario(data)
-        && let Err(e) = run::run_and_check(&sc, false)
+        && let Err(e) = run::run_and_check(&sc, run::Through::Pure)
     {
         run::trace(&sc);
         panic!("{e}");

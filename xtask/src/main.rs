@@ -3,7 +3,8 @@
 //! * `cargo xtask test [--no-loom]`: installs what the tests need (Debian packages when run
 //!   as root), then runs rustfmt, clippy (also with `--features lttng` and fsdr-net-io
 //!   without io_uring), every test of the workspace and the doc tests, quietly, `cargo doc`
-//!   with warnings as errors, and the loom models.
+//!   with warnings as errors, the loom models, every fuzz target for 15 s from a fixed seed,
+//!   the exactness model, a short soak, Miri and ASan.
 //! * `cargo xtask fuzz --seconds S`: runs every `cargo fuzz` target for S seconds from a seed
 //!   corpus of valid packets emitted by `fsdr-net-io` (installs cargo-fuzz when missing).
 //! * `cargo xtask loss [--seconds S] [--rates 100,200,400,800,unpaced] [--find-max]
@@ -31,6 +32,7 @@
 //!   modules (`cargo xtask test` checks both).
 
 mod checks;
+mod fuzz;
 mod host;
 mod latency;
 mod loss;
@@ -149,7 +151,7 @@ fn main() -> Result<()> {
             no_loom,
             rest,
         } => test(no_install, !no_loom, &rest),
-        Task::Fuzz { seconds, target } => fuzz(seconds, target.as_deref()),
+        Task::Fuzz { seconds, target } => fuzz::fuzz(seconds, target.as_deref()),
         Task::Latency(args) => latency::run(args),
         Task::Turnaround(args) => turnaround::run(args),
         Task::Host { seconds, json } => host::run(seconds, json),
@@ -395,6 +397,13 @@ fn test_steps(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
     if loom {
         loom_models()?;
     }
+    // Every fuzz target briefly, from a fixed seed: an invariant a target states that the
+    // code no longer keeps fails here, not weeks later in a long run.
+    if fuzz::cargo_fuzz(!no_install)? {
+        fuzz::run_targets(fuzz::SECONDS_IN_TEST, None, Some(1))?;
+    } else {
+        eprintln!("xtask: cargo-fuzz is not installed (--no-install): fuzz targets not run");
+    }
     // Exactness at scale: 3000 cases a format through the sequence layer, 24 through an
     // engine; then a short soak of the main job's debug build with injected faults.
     checks::props(24_000)?;
@@ -441,160 +450,4 @@ fn last_json(output: &str) -> Result<serde_json::Value> {
         .find(|l| l.starts_with('{'))
         .context("no JSON result line")?;
     serde_json::from_str(line).with_context(|| format!("parsing {line:?}"))
-}
-
-/// The fuzz targets (see `fuzz/fuzz_targets`).
-const FUZZ_TARGETS: &[&str] = &[
-    "seq64",
-    "chdr",
-    "vrt",
-    "seq_tracker",
-    "seq_books",
-    "cmsg",
-    "depacketizer",
-    "vrt_context",
-];
-
-/// Valid packets for a target's seed corpus, emitted by the crate under test.
-fn seeds(target: &str) -> Vec<Vec<u8>> {
-    use fsdr_net_io::{DataHeader, Format};
-    let emit = |format: Format, len: usize, seq: u64, timestamp: Option<u64>| {
-        let mut dg = vec![0u8; len];
-        let fields = DataHeader {
-            seq,
-            timestamp,
-            ..Default::default()
-        };
-        format.emit_header(&mut dg, &fields).map(|_| dg).ok()
-    };
-    let mut out = Vec::new();
-    match target {
-        "seq64" => {
-            for len in [8, 9, 100, 1472, 8000] {
-                out.extend(emit(Format::Seq64, len, len as u64, None));
-            }
-            for len in [16, 17, 1000] {
-                out.extend(emit(Format::SeqPlusSize, len, 7, None));
-            }
-        }
-        "chdr" => {
-            for (len, ts) in [(8, None), (16, Some(5)), (64, None), (8000, Some(1 << 40))] {
-                out.extend(emit(Format::Chdr, len, 65535, ts));
-            }
-            // With two metadata words.
-            if let Some(mut dg) = emit(Format::Chdr, 48, 3, Some(9)) {
-                dg[6] |= 2;
-                out.push(dg);
-            }
-        }
-        "vrt" => {
-            for (len, ts) in [(16, None), (24, Some(1)), (1000, None), (8000, Some(77))] {
-                out.extend(emit(Format::Vrt, len, 15, ts));
-            }
-        }
-        "cmsg" => {
-            use fsdr_net_io::sys::cmsg::write_cmsg;
-            let mut buf = [0u8; 128];
-            let mut at = 0;
-            at += write_cmsg(
-                &mut buf[at..],
-                libc::SOL_SOCKET,
-                libc::SO_RXQ_OVFL,
-                &7u32.to_ne_bytes(),
-            )
-            .unwrap_or(0);
-            let ts: Vec<u8> = [3i64, 5].iter().flat_map(|v| v.to_ne_bytes()).collect();
-            at += write_cmsg(&mut buf[at..], libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, &ts)
-                .unwrap_or(0);
-            at += write_cmsg(
-                &mut buf[at..],
-                libc::SOL_UDP,
-                libc::UDP_GRO,
-                &1472i32.to_ne_bytes(),
-            )
-            .unwrap_or(0);
-            out.push(buf[..at].to_vec());
-        }
-        "vrt_context" => {
-            use fsdr_net_io::format::vrt::DIFI_OUI;
-            use fsdr_net_io::format::vrt::context::{
-                DIFI_CONTEXT_CLASS, DIFI_INFO_CLASS, IfContext, emit_context,
-            };
-            let plain = IfContext {
-                stream_id: Some(1),
-                sample_rate_sps: Some(10e6),
-                rf_ref_freq_hz: Some(2.4e9),
-                gain_db: Some((20.0, 0.0)),
-                ..IfContext::default()
-            };
-            let difi = IfContext {
-                class_id: Some((DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS)),
-                changed: true,
-                ..plain.clone()
-            };
-            out.extend(emit_context(&plain, 1, None).ok());
-            out.extend(emit_context(&difi, 2, Some(1000)).ok());
-        }
-        "seq_books" => {
-            // CHDR with ticks, sc16, window 8, 10 samples a packet; then packets: plain, a
-            // loss of 16, a delay, a duplicate, a time jump.
-            out.push(vec![
-                2, 0, 9, 3, 1, 7, 0, 0, 0, 0, 0, 0, 0, 0, 240, 0, 0, 0, 0, 245, 0, 0, 0x41, 0,
-                0x20, 9, 0, 0, 0,
-            ]);
-        }
-        "depacketizer" => {
-            // Room, zero-fill, then (length, gap frames, eob) per datagram.
-            out.push(vec![7, 1, 200, 0, 0, 200, 2, 1, 13, 0, 0, 255, 1, 0]);
-        }
-        _ => {
-            // Width, window, then 16-bit sequence numbers: in order, a gap, a swap, a repeat.
-            let mut s = vec![2u8, 8];
-            for n in [1u16, 2, 3, 5, 4, 6, 6, 7, 1000, 1001, 1, 2] {
-                s.extend_from_slice(&n.to_le_bytes());
-            }
-            out.push(s);
-        }
-    }
-    out
-}
-
-fn fuzz(seconds: u64, only: Option<&str>) -> Result<()> {
-    let have = cargo()
-        .args(["fuzz", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        run(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
-    }
-    let targets: Vec<&str> = FUZZ_TARGETS
-        .iter()
-        .copied()
-        .filter(|t| only.is_none_or(|o| o == *t))
-        .collect();
-    if targets.is_empty() {
-        bail!(
-            "unknown fuzz target; expected one of {}",
-            FUZZ_TARGETS.join(", ")
-        );
-    }
-    for target in &targets {
-        let corpus = std::path::Path::new("fuzz/corpus").join(target);
-        std::fs::create_dir_all(&corpus)?;
-        for (i, seed) in seeds(target).iter().enumerate() {
-            std::fs::write(corpus.join(format!("seed-{i}")), seed)?;
-        }
-        // cargo-fuzz passes nightly-only flags (sanitizers); the one toolchain here is stable.
-        run(cargo()
-            .env("RUSTC_BOOTSTRAP", "1")
-            .args(["fuzz", "run", target])
-            .arg(&corpus)
-            .arg("--")
-            .arg(format!("-max_total_time={seconds}")))?;
-    }
-    println!(
-        "fuzz: {} targets ran {seconds} s each without a finding",
-        targets.len()
-    );
-    Ok(())
 }

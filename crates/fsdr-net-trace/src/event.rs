@@ -125,6 +125,7 @@ impl Event {
 
 /// Why a trace could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     /// babeltrace2 could not be started.
     #[error("running babeltrace2 (install Debian's babeltrace2): {0}")]

@@ -21,6 +21,7 @@ use plotters::style::FontStyle;
 
 /// Why a plot could not be written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlotError {
     /// No usable font file was found.
     #[error(

@@ -37,6 +37,7 @@ impl AnalyzeOptions {
 
 /// Why an analysis failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AnalyzeError {
     /// The trace could not be read.
     #[error(transparent)]

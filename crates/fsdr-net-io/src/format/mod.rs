@@ -32,6 +32,7 @@ use std::str::FromStr;
 /// Why a datagram could not be parsed. Every malformed input maps to one of these; no parser
 /// panics on any byte string.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FormatError {
     /// The datagram is shorter than the header it announces.
     #[error("datagram of {got} bytes is shorter than the {needed} bytes its header needs")]

@@ -236,6 +236,7 @@ impl fmt::Display for WireFormat {
 
 /// An unknown wire format name, or one that does not convert to the stream's items.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireFormatError {
     /// No such name.
     #[error("unknown wire format {0:?} (expected one of {names})", names = WireFormat::ALL.iter().map(|w| w.name()).collect::<Vec<_>>().join(", "))]
