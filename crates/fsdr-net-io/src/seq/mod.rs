@@ -14,7 +14,7 @@
 //! |---|---|---|---|---|---|---|---|
 //! | seq64, seq+size | 64 bits | none | exact (up to 2^20 frames; beyond: resync) | within the window; later: late | exact (history of 1024) | first number (1) out of turn, or 4 in a row far behind | never |
 //! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it | within the window | exact | counter and time disagree | exact |
-//! | CHDR without timestamps | 16 bits | none | exact below 32768 packets; sized as lost × largest payload | within the window | exact | 0 out of turn, except within 1024 ahead (the wrap) | exact |
+//! | CHDR without timestamps | 16 bits | none | exact below 32768 packets; sized as lost × largest payload | within the window | exact | 0 out of turn, except within 1024 ahead (the wrap); one receive thread only (with several, packets far behind are late) | exact |
 //! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length | within the window (≤ 7) | exact | counter and time disagree | exact |
 //! | VRT, integer seconds + sample count | 4 bits | with the sample rate ([`StreamClock`]) | as above; without the rate: as without time | | | | |
 //! | VRT without timestamps | 4 bits | none | lost mod 16 (16·m is invisible); 8–15 (mod 16) flagged `ambiguous` | within 3 | proven by the payload's fingerprint | not detectable | — |
@@ -76,6 +76,11 @@ pub struct SeqConfig {
     /// restart (resync). `None` disables the rule (needed for short sequence spaces, where
     /// every number recurs often).
     pub restart_seq: Option<u64>,
+    /// Consecutive sequence numbers far behind the stream (beyond [`HISTORY`]) that make a
+    /// restart ([`RESTART_RUN`] by default). `None` disables the rule: where the numbers
+    /// were widened from a short counter, the widening has already placed every packet (by
+    /// its timestamp, or as the nearest number) and told restarts from stragglers.
+    pub restart_run: Option<u32>,
 }
 
 impl SeqConfig {
@@ -88,6 +93,7 @@ impl SeqConfig {
             bits,
             max_gap: (half - 1).clamp(1, 1 << 20),
             restart_seq: None,
+            restart_run: Some(RESTART_RUN),
         }
     }
 
@@ -132,8 +138,8 @@ pub enum SeqOffset {
     Ahead(u64),
     /// `n` frames behind the expected one (1 ≤ n ≤ [`HISTORY`]).
     Behind(u64),
-    /// More than [`HISTORY`] frames behind: a straggler, or (after [`RESTART_RUN`] in a row) a
-    /// restarted sender.
+    /// More than [`HISTORY`] frames behind: a straggler, or (after
+    /// [`SeqConfig::restart_run`] in a row) a restarted sender.
     FarBehind,
     /// A restart or a jump beyond `max_gap`.
     Resync,
@@ -225,8 +231,8 @@ impl SeqTracker {
     /// Whether a far-behind `seq` completes a run that means the sender restarted.
     pub fn completes_restart_run(&self, seq: u64) -> bool {
         let seq = seq & self.mask;
-        matches!(self.far_run, Some((last, n))
-            if last.wrapping_add(1) & self.mask == seq && n + 1 >= RESTART_RUN)
+        matches!((self.far_run, self.cfg.restart_run), (Some((last, n)), Some(run))
+            if last.wrapping_add(1) & self.mask == seq && n + 1 >= run)
     }
 
     /// Starts the stream over at `seq` (a restart decided by the caller).

@@ -92,6 +92,11 @@ impl Tracking {
         if bits == 64 && threads == 1 {
             seq.restart_seq = Some(format.first_seq());
         }
+        // A short counter's widening tells restarts from stragglers itself (time decides,
+        // or the nearest number): far-behind runs are only a 64-bit counter's restart.
+        if bits < 64 {
+            seq.restart_run = None;
+        }
         Some(Self {
             seq,
             short_bits: (bits < 64).then_some(bits),
@@ -373,6 +378,47 @@ impl<T> StreamOrder<T> {
 mod tests {
     use super::*;
     use crate::seq::SeqPacket;
+
+    /// Found by the `seq_books` fuzz target: stragglers far behind (beyond the history) in a
+    /// row restart a 64-bit counter's stream, the one rule that format has; a short counter
+    /// with time placed each of them itself, so they stay late — a restart there is a
+    /// counter that disagrees with the time.
+    #[test]
+    fn far_behind_runs_restart_only_a_64_bit_counter() {
+        for (format, want) in [(Format::Chdr, false), (Format::Seq64, true)] {
+            let tracking = Tracking::for_format(format, 1).unwrap();
+            let mut order = StreamOrder::<u64>::new(tracking, 8);
+            let mut out = Vec::new();
+            let mut push = |k: u64, out: &mut Vec<Released<u64>>| {
+                let p = SeqPacket {
+                    seq: if format == Format::Chdr {
+                        k % 65536
+                    } else {
+                        k + 1
+                    },
+                    ticks: Some(k * 100),
+                    timebase: crate::seq::Timebase::of_rates(1.0, 1.0, 4),
+                    payload: 400,
+                    ..Default::default()
+                };
+                let w = order.widen(&p);
+                order.push(w, &p, k, out);
+            };
+            for k in 0..2000 {
+                push(k, &mut out);
+            }
+            out.clear();
+            for k in 100..106 {
+                push(k, &mut out);
+            }
+            let events: Vec<_> = out.iter().map(|r| r.event).collect();
+            let restarted = events.contains(&SeqEvent::Resync);
+            assert_eq!(restarted, want, "{format:?}: {events:?}");
+            if !want {
+                assert!(events.iter().all(|e| *e == SeqEvent::Late), "{events:?}");
+            }
+        }
+    }
 
     /// The reorder timeout counts for the gap waited for now: when a window passes and the
     /// oldest gap is decided while a later one is still open, `held_since` starts again.

@@ -9,8 +9,9 @@
 //!    packets the counter allows); without one, the nearest number to the newest, a position
 //!    behind being a duplicate only if it brings the same bytes as were received there.
 //! 2. **Order**: a window of `window` packets restores order; a packet beyond it declares the
-//!    oldest missing ones lost; a packet behind is late (its place was declared lost) or a
-//!    duplicate.
+//!    oldest missing ones lost; a packet behind is late (its place was declared lost, or it
+//!    is beyond the history) or a duplicate; for a 64-bit counter, which nothing else can
+//!    tell a restart by, a run of consecutive ones far behind restarts the stream.
 //! 3. **Output**: zeros for each loss — exactly the missing time where the format has one,
 //!    otherwise lost packets × the largest packet since the stream (re)started — then the
 //!    packet's samples; tags where the depacketizer documents them.
@@ -72,6 +73,8 @@ struct Newest {
 const EPOCH: i128 = 1 << 60;
 const HISTORY: i128 = 1024;
 const MAX_GAP: i128 = 1 << 20;
+/// Consecutive numbers far behind (beyond `HISTORY`) that restart a 64-bit counter's stream.
+const RESTART_RUN: u32 = 4;
 
 struct Model<'a> {
     sc: &'a Scenario,
@@ -87,6 +90,9 @@ struct Model<'a> {
     next: Option<i128>,
     held: BTreeMap<i128, (usize, bool)>,
     missed: BTreeSet<i128>,
+    /// The last far-behind position the order stage judged, and how many consecutive ones
+    /// led to it (anything else judged in between ends the run).
+    far_run: Option<(i128, u32)>,
     // Output.
     out: Expected,
     /// End of the last delivered packet on the sender's timeline, and whether it ended a
@@ -120,6 +126,7 @@ fn model<'a>(sc: &'a Scenario, stream: &'a [Sent]) -> Model<'a> {
         next: None,
         held: BTreeMap::new(),
         missed: BTreeSet::new(),
+        far_run: None,
         out: Expected::default(),
         last_end: None,
         nominal_out: 0,
@@ -299,15 +306,27 @@ impl<'a> Model<'a> {
             return;
         };
         if p.restart || p.pos - next > MAX_GAP {
-            self.flush_all();
-            self.missed.clear();
-            self.next = Some(p.pos + 1);
-            self.out.counts.resyncs += 1;
-            self.deliver(i, 0, true);
+            self.resync(p.pos, i);
             return;
         }
         if p.pos < next {
-            if next - p.pos > HISTORY || self.missed.remove(&p.pos) {
+            if next - p.pos > HISTORY {
+                // A straggler; for a 64-bit counter (no time, no widening to place it) the
+                // last of a run of consecutive ones is a restarted sender.
+                let run = match self.far_run {
+                    Some((last, n)) if last + 1 == p.pos => n + 1,
+                    _ => 1,
+                };
+                if self.period == 0 && run >= RESTART_RUN {
+                    self.resync(p.pos, i);
+                    return;
+                }
+                self.far_run = Some((p.pos, run));
+                self.out.counts.late += 1;
+                return;
+            }
+            self.far_run = None;
+            if self.missed.remove(&p.pos) {
                 self.out.counts.late += 1;
             } else {
                 self.out.counts.duplicates += 1;
@@ -355,9 +374,20 @@ impl<'a> Model<'a> {
         }
     }
 
+    /// The stream starts over at `pos` with packet `i`, after what is held.
+    fn resync(&mut self, pos: i128, i: usize) {
+        self.flush_all();
+        self.missed.clear();
+        self.far_run = None;
+        self.next = Some(pos + 1);
+        self.out.counts.resyncs += 1;
+        self.deliver(i, 0, true);
+    }
+
     /// Releases the packet at `pos` (a gap before it if it is ahead of the next expected)
     /// and whatever held follows it contiguously.
     fn release(&mut self, pos: i128, i: usize) {
+        self.far_run = None;
         let next = self.next.unwrap();
         let frames = (pos - next) as u64;
         for q in next..pos {

@@ -42,16 +42,25 @@ pub struct Widened {
     pub restart: bool,
 }
 
-/// The value `≡ d (mod period)`, at most −1, nearest to `est`.
-fn nearest_behind(d: i128, period: i128, est: f64) -> i128 {
+/// The value `≡ d (mod period)` between `−max_back` and −1 nearest to `est` (on a tie the
+/// one nearer 0); `None` when no value of the counter is that near.
+fn nearest_behind(d: i128, period: i128, est: f64, max_back: i128) -> Option<i128> {
     let k0 = if d == 0 { -period } else { d - period };
-    let m = ((est - k0 as f64) / period as f64).round() as i128;
-    let k = k0 + m * period;
-    if k >= 0 {
-        k - period * ((k / period) + 1)
-    } else {
-        k
+    if -k0 > max_back {
+        return None;
     }
+    // The candidates are k0 − m·period for m in 0..=steps.
+    let steps = (max_back + k0) / period;
+    let at = |m: i128| k0 - m * period;
+    let m = ((k0 as f64 - est) / period as f64)
+        .floor()
+        .clamp(0.0, steps as f64) as i128;
+    let (near, far) = (at(m), at((m + 1).min(steps)));
+    Some(if (far as f64 - est).abs() < (near as f64 - est).abs() {
+        far
+    } else {
+        near
+    })
 }
 
 /// A 64-bit fingerprint of a payload (its length and its first and last 64 bytes): equal
@@ -376,10 +385,10 @@ impl SeqExtender {
             // Time jumped without a loss the counter could hold: a device's discontinuity.
             return (plain == 1).then_some((1, false));
         }
-        // Behind the newest one's end: the number the counter allows nearest to what the
-        // time says in packets of the stream's size (time may have jumped between them, so
-        // that is only an estimate), as long as every packet between holds at least what
-        // one tick resolves.
+        // Behind the newest one's end: of the numbers the counter allows that leave every
+        // packet between at least what one tick resolves, the one nearest to what the time
+        // says in packets of the stream's size (time may have jumped between them, so that
+        // is only an estimate); none such: a restart.
         let rel = s - ns;
         if rel.abs() <= tol {
             return (d == 0).then_some((0, false));
@@ -387,9 +396,9 @@ impl SeqExtender {
         if rel > 0 {
             return None; // starts inside the newest packet
         }
-        let k = nearest_behind(d as i128, period, rel as f64 / nominal as f64);
-        (-k <= (-rel + tol) / self.timeline.least())
-            .then(|| Some((i64::try_from(k).ok()?, false)))?
+        let max_back = (-rel + tol) / self.timeline.least();
+        let k = nearest_behind(d as i128, period, rel as f64 / nominal as f64, max_back)?;
+        Some((i64::try_from(k).ok()?, false))
     }
 
     /// A number behind (or equal to) the newest one, on a stream without timestamps: a

@@ -138,6 +138,27 @@ fn a_learnt_ratio_is_used_once_pinned() {
     assert_eq!((w.ext, w.start), (450, Some(45_000 * 4)));
 }
 
+/// Found by the `seq_books` fuzz target: a packet behind the newest whose nearest number
+/// to the time's estimate would need packets shorter than a sample between, but whose
+/// counter allows a farther-forward number that does not, is that number (a late or
+/// duplicate packet), not a restart; on a tie the number nearer the newest one wins.
+#[test]
+fn a_packet_behind_takes_the_nearest_number_the_time_allows() {
+    let mut x = SeqExtender::new(4, None);
+    for k in 0..200u64 {
+        assert_eq!(x.extend(&pkt(k % 16, Some(k), 4)).ext, k);
+    }
+    // 166 samples behind the newest (199 at 199), counter 8 behind it mod 16: 152 or 168
+    // packets back; 168 cannot fit in 166 samples, 152 can.
+    let w = x.extend(&pkt(15, Some(199 - 166), 4));
+    assert_eq!((w.ext, w.restart), (47, false), "{w:?}");
+    // 16 samples behind: 8 and 24 packets back are as near; the nearer one to the newest.
+    let w = x.extend(&pkt(15, Some(199 - 16), 4));
+    assert_eq!((w.ext, w.restart), (191, false), "{w:?}");
+    // Nothing the counter allows fits: 3 samples behind with counter 8 behind.
+    assert!(x.extend(&pkt(15, Some(199 - 3), 4)).restart);
+}
+
 #[test]
 fn counter_re_armed_while_time_goes_on_is_a_restart() {
     let mut x = SeqExtender::new(16, Some(0));
