@@ -1,89 +1,161 @@
-//! A stream that pauses right after a gap, received in place: nothing comes to decide the
-//! gap, so the reorder timeout gives it up. The zeros go into the room left for the missing
-//! datagram, and the datagrams placed ahead of it stay where they landed — only the first
-//! datagram (it teaches the stream's layout) and the one that showed the gap are copied.
+//! Gaps received in place, sent in steps with pauses between them so that each step is read
+//! before the next is sent: which datagrams are copied is then exact. Only the first datagram
+//! (it teaches the stream's layout), the one that shows a gap and a late one (it landed where
+//! the next in order would) are copied; the datagrams after a gap land behind its hole in
+//! place — also when the hole is longer than the room left in a buffer — and stay there
+//! whether a late datagram fills the hole or the reorder timeout gives it up.
 
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use fsdr_net_io::depacketizer::DepacketizerConfig;
+use fsdr_net_io::depacketizer::{DepacketizerConfig, DepacketizerStats};
 use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
 use fsdr_net_io::sample::{Decoder, WireFormat};
-use fsdr_net_io::{Backend, EngineConfig, Format};
+use fsdr_net_io::{Backend, EngineConfig, Format, Stats};
 
 /// Payload bytes per datagram; datagram `seq` carries `seq` in every byte.
 const PAYLOAD: usize = 100;
 
-fn send(tx: &UdpSocket, to: std::net::SocketAddr, seqs: impl IntoIterator<Item = u64>) {
-    for seq in seqs {
+fn send(tx: &UdpSocket, to: std::net::SocketAddr, seqs: &[u64]) {
+    for &seq in seqs {
         let mut dg = seq.to_le_bytes().to_vec();
         dg.extend_from_slice(&[seq as u8; PAYLOAD]);
         tx.send_to(&dg, to).unwrap();
     }
 }
 
+/// What a receiver with `buffers` buffers of `buffer_datagrams` datagrams each made of
+/// `steps`, sent one after the other with 20 ms between them, then a pause.
+struct Run {
+    items: Vec<u8>,
+    stats: Stats,
+    dp: DepacketizerStats,
+}
+
+fn run(inline: bool, buffers: usize, buffer_datagrams: usize, steps: &[&[u64]]) -> Run {
+    let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    engine.backend = Backend::Recvmmsg;
+    engine.format = Format::Seq64;
+    engine.reorder_timeout = Duration::from_millis(50);
+    let cfg = InPlaceConfig {
+        engine,
+        decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
+        depacketizer: DepacketizerConfig {
+            zero_fill: true,
+            ..Default::default()
+        },
+        buffers,
+    };
+    let mut rx = if inline {
+        InPlaceReceiver::<u8, Vec<u8>>::start_inline(cfg).unwrap()
+    } else {
+        InPlaceReceiver::<u8, Vec<u8>>::start(cfg).unwrap()
+    };
+    for _ in 0..buffers {
+        rx.give(vec![0u8; buffer_datagrams * PAYLOAD]).unwrap();
+    }
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = rx.local_addr();
+    let mut items = Vec::new();
+    let pump = |rx: &mut InPlaceReceiver<u8, Vec<u8>>, items: &mut Vec<u8>, ms: u64| {
+        let until = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < until {
+            rx.receive(Duration::from_millis(5));
+            while let Some(f) = rx.take() {
+                items.extend_from_slice(&f.buffer[..f.items]);
+                rx.give(f.buffer).unwrap();
+            }
+        }
+    };
+    let last = steps
+        .iter()
+        .flat_map(|s| s.iter())
+        .max()
+        .copied()
+        .unwrap_or(0);
+    for step in steps {
+        send(&tx, to, step);
+        pump(&mut rx, &mut items, 20);
+    }
+    let started = Instant::now();
+    while items.len() < last as usize * PAYLOAD && started.elapsed() < Duration::from_secs(5) {
+        pump(&mut rx, &mut items, 10);
+    }
+    let (stats, dp, rest) = rx.shutdown();
+    for f in rest {
+        items.extend_from_slice(&f.buffer[..f.items]);
+    }
+    Run { items, stats, dp }
+}
+
+/// Every datagram at its place, zeros where one never came.
+fn check_items(r: &Run, last: u64, lost: &[u64], ctx: &str) {
+    assert_eq!(r.items.len(), last as usize * PAYLOAD, "{ctx}");
+    for (k, chunk) in r.items.chunks(PAYLOAD).enumerate() {
+        let seq = k as u64 + 1;
+        let want = if lost.contains(&seq) { 0 } else { seq as u8 };
+        assert!(chunk.iter().all(|&b| b == want), "datagram {seq}: {ctx}");
+    }
+    assert_eq!(r.dp.zeros_inserted, (lost.len() * PAYLOAD) as u64, "{ctx}");
+}
+
 #[test]
 fn a_gap_before_a_pause_is_given_up_on_in_place() {
     for inline in [false, true] {
-        let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
-        engine.backend = Backend::Recvmmsg;
-        engine.format = Format::Seq64;
-        engine.reorder_timeout = Duration::from_millis(50);
-        let cfg = InPlaceConfig {
-            engine,
-            decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
-            depacketizer: DepacketizerConfig {
-                zero_fill: true,
-                ..Default::default()
-            },
-            buffers: 4,
-        };
-        let mut rx = if inline {
-            InPlaceReceiver::<u8, Vec<u8>>::start_inline(cfg).unwrap()
-        } else {
-            InPlaceReceiver::<u8, Vec<u8>>::start(cfg).unwrap()
-        };
-        for _ in 0..4 {
-            rx.give(vec![0u8; 64 * 1024]).unwrap();
-        }
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let to = rx.local_addr();
-        let mut items = Vec::new();
-        let pump = |rx: &mut InPlaceReceiver<u8, Vec<u8>>, items: &mut Vec<u8>, ms: u64| {
-            let until = Instant::now() + Duration::from_millis(ms);
-            while Instant::now() < until {
-                rx.receive(Duration::from_millis(5));
-                while let Some(f) = rx.take() {
-                    items.extend_from_slice(&f.buffer[..f.items]);
-                    rx.give(f.buffer).unwrap();
-                }
-            }
-        };
         // 1..=9 in order, then 11 alone (it shows the gap: placed ahead of the hole), then
         // 12..=20, which land behind it in place; then nothing.
-        send(&tx, to, 1..=9);
-        pump(&mut rx, &mut items, 20);
-        send(&tx, to, [11]);
-        pump(&mut rx, &mut items, 20);
-        send(&tx, to, 12..=20);
-        let started = Instant::now();
-        while items.len() < 20 * PAYLOAD && started.elapsed() < Duration::from_secs(5) {
-            pump(&mut rx, &mut items, 10);
-        }
-        let (stats, dp, rest) = rx.shutdown();
-        for f in rest {
-            items.extend_from_slice(&f.buffer[..f.items]);
-        }
-        let ctx = format!("inline: {inline}: {stats}\n{dp:?}");
-        assert_eq!((stats.delivered, stats.missed), (19, 1), "{ctx}");
-        assert_eq!(items.len(), 20 * PAYLOAD, "{ctx}");
-        for (k, chunk) in items.chunks(PAYLOAD).enumerate() {
-            let seq = k as u8 + 1;
-            let want = if seq == 10 { 0 } else { seq };
-            assert!(chunk.iter().all(|&b| b == want), "datagram {seq}: {ctx}");
-        }
-        assert_eq!(dp.zeros_inserted, PAYLOAD as u64, "{ctx}");
+        let r = run(
+            inline,
+            4,
+            655,
+            &[&[1, 2, 3, 4, 5, 6, 7, 8, 9], &[11], &seqs(12..=20)],
+        );
+        let ctx = format!("inline: {inline}: {}\n{:?}", r.stats, r.dp);
+        assert_eq!((r.stats.delivered, r.stats.missed), (19, 1), "{ctx}");
+        check_items(&r, 20, &[10], &ctx);
         // The first datagram and the one that showed the gap; not 12..=20 as well.
-        assert_eq!(dp.copied_bytes, 2 * PAYLOAD as u64, "{ctx}");
+        assert_eq!(r.dp.copied_bytes, 2 * PAYLOAD as u64, "{ctx}");
     }
+}
+
+#[test]
+fn a_hole_longer_than_a_buffer_keeps_the_datagrams_after_it_in_place() {
+    for inline in [false, true] {
+        // Buffers of 4 datagrams; 4..=9 lost: a hole of 6 datagrams behind 3. The buffers
+        // behind the hole are taken at once, so 11..=20 land in place behind 10.
+        let r = run(inline, 8, 4, &[&[1, 2, 3], &[10], &seqs(11..=20)]);
+        let ctx = format!("inline: {inline}: {}\n{:?}", r.stats, r.dp);
+        assert_eq!((r.stats.delivered, r.stats.missed), (14, 6), "{ctx}");
+        check_items(&r, 20, &[4, 5, 6, 7, 8, 9], &ctx);
+        // 1, and 10 twice: its zeros run into the next buffer, so its payload waits staged
+        // (counted when staged and when written). Not 11..=20 (before: all of them).
+        assert_eq!(r.dp.copied_bytes, 3 * PAYLOAD as u64, "{ctx}");
+    }
+}
+
+#[test]
+fn a_late_datagram_that_fills_its_hole_leaves_the_rest_in_place() {
+    for (inline, buffer_datagrams) in [(false, 64), (true, 64), (false, 4), (true, 4)] {
+        // 4 is late: 5 shows the gap, 6..=10 land behind it, then 4 fills the hole exactly
+        // (copied: it landed where 11 would), and nothing placed behind it moves.
+        let r = run(
+            inline,
+            8,
+            buffer_datagrams,
+            &[&[1, 2, 3], &[5], &seqs(6..=10), &[4], &seqs(11..=14)],
+        );
+        let ctx = format!(
+            "inline: {inline}, {buffer_datagrams}: {}\n{:?}",
+            r.stats, r.dp
+        );
+        assert_eq!((r.stats.delivered, r.stats.missed), (14, 0), "{ctx}");
+        assert_eq!(r.stats.reordered, 1, "{ctx}");
+        check_items(&r, 14, &[], &ctx);
+        // 1 (the layout), 5 (the gap) and 4 (late).
+        assert_eq!(r.dp.copied_bytes, 3 * PAYLOAD as u64, "{ctx}");
+    }
+}
+
+fn seqs(r: std::ops::RangeInclusive<u64>) -> Vec<u64> {
+    r.collect()
 }

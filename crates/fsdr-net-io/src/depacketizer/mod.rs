@@ -410,6 +410,13 @@ impl<T: Item> Depacketizer<T> {
         self.decoder.items_in(payload_bytes) + self.decoder.items_per_unit()
     }
 
+    /// Items a datagram of `payload_bytes` after `gap` produces: a gap drops a carried
+    /// partial unit, else it is completed first.
+    pub(crate) fn items_after(&self, gap: &Gap, payload_bytes: usize) -> usize {
+        let carried = if gap.frames > 0 { 0 } else { self.carry.len() };
+        self.decoder.items_in(carried + payload_bytes)
+    }
+
     /// Tags `kind` (a [`TagKind::Setting`] from a context packet) on the first item of the
     /// next datagram taken.
     pub fn tag_next_datagram(&mut self, kind: TagKind) {

@@ -8,10 +8,13 @@
 //! ([`Writer::push_placed`](crate::depacketizer::Writer::push_placed) writes the zeros).
 //!
 //! Only the datagram that shows the gap (and those of the same receive behind it, which
-//! landed behind it) is copied. A hole never spans two buffers: a datagram placed ahead that
-//! does not fit behind the frontier goes into a fresh buffer, where the stream then goes on
-//! (`Current::end` marks where it left the previous one), so the buffers with holes stay
-//! with the receiver until the holes are decided. Whenever a gap comes out other than
+//! landed behind it) is copied. A hole with the datagram behind it lies in one buffer: the
+//! current one, or a fresh one where the stream then goes on (`Current::end` marks where it
+//! left the previous one), so the buffers with holes stay with the receiver until the holes
+//! are decided. A hole longer than that (small buffers) takes the empty buffers behind it at
+//! once (`cover_ahead`): the datagram that showed it is then written as a copy, its zeros
+//! across them, and the datagrams after it land in place behind it ([`Covered`] keeps the
+//! frontier while it waits). Whenever a gap comes out other than
 //! expected (timestamps size it otherwise, a late datagram of another length), every
 //! datagram placed ahead is copied back out first ([`Receive::evacuate`]) and written as a
 //! copied one: correct always, and rare.
@@ -19,6 +22,7 @@
 use std::collections::VecDeque;
 
 use super::ItemBuffer;
+use super::layout::Covered;
 use super::receiver::{Ahead, Current, Entry, Owned, Receive};
 use super::scatter::Placement;
 use crate::depacketizer::{DatagramIn, ItemTag};
@@ -27,6 +31,21 @@ use crate::sample::Item;
 use crate::seq::{Gap, Released, SeqEvent, SeqPacket, Widened};
 
 impl<B> Current<B> {
+    /// An empty buffer for the stream from stream position `start` on.
+    fn fresh(buffer: B, start: u64, end: Option<usize>) -> Self {
+        Self {
+            buffer,
+            start,
+            pos: 0,
+            end,
+            tags: Vec::new(),
+            gaps: Vec::new(),
+            contexts: Vec::new(),
+            datagrams: 0,
+            first_ns: 0,
+        }
+    }
+
     /// Where the next items go: from the write position to the buffer's end (or to where
     /// the stream goes on in the next buffer).
     pub(super) fn out<T>(&mut self) -> &mut [T]
@@ -41,9 +60,16 @@ impl<B> Current<B> {
 }
 
 impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
+    /// Whether `o` is the copied datagram the buffers behind its hole were taken for.
+    pub(super) fn is_covered(&self, o: &Owned) -> bool {
+        self.covered
+            .is_some_and(|c| o.arrival_ns == c.arrival_ns && o.info.seq == c.seq)
+    }
+
     /// Whether the current buffer may go to the consumer: no hole waits in it.
     pub(super) fn may_hand_over(&self) -> bool {
-        self.ahead_at.is_empty() || self.cur.as_ref().is_none_or(|c| c.end == Some(c.pos))
+        (self.ahead_at.is_empty() && self.covered.is_none())
+            || self.cur.as_ref().is_none_or(|c| c.end == Some(c.pos))
     }
 
     /// The stream position the next item is written at.
@@ -166,14 +192,17 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         let mut pos = self.write_pos();
         for r in &self.released {
-            let Entry::Ahead(a) = &r.item else {
-                return false;
+            // Placed ahead, or the copied one the buffers behind its hole were taken for.
+            let (at, info) = match &r.item {
+                Entry::Ahead(a) => (a.at, a.info),
+                Entry::Owned(o) if self.is_covered(o) => (self.covered.map_or(0, |c| c.at), o.info),
+                _ => return false,
             };
-            let payload = a.info.payload_len as usize;
-            if !r.deliver || pos + self.dp.zeros_before(&r.gap, payload) != a.at {
+            let payload = info.payload_len as usize;
+            if !r.deliver || pos + self.dp.zeros_before(&r.gap, payload) != at {
                 return false;
             }
-            pos = a.at + self.dp.decoder().items_in(payload) as u64;
+            pos = at + self.dp.decoder().items_in(payload) as u64;
         }
         true
     }
@@ -225,16 +254,51 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             return false;
         };
         self.landing_buffer().expect("a buffer").end = Some(from);
-        self.ahead.push_back(Current {
-            buffer,
-            start: at,
-            pos: 0,
-            end: None,
-            tags: Vec::new(),
-            gaps: Vec::new(),
-            contexts: Vec::new(),
-            datagrams: 0,
-            first_ns: 0,
+        self.ahead.push_back(Current::fresh(buffer, at, None));
+        true
+    }
+
+    /// For a datagram that showed a gap and does not fit behind its hole in one buffer (a
+    /// hole longer than the room left, or small buffers): takes empty buffers behind the
+    /// current one until they reach `end`, where the datagram would end at `at`, so that
+    /// the datagrams after it land in place (the frontier is `end`). It is copied, and once
+    /// released written with its zeros across those buffers like any copied datagram. False,
+    /// with nothing taken, when something is placed ahead already or the empty buffers do
+    /// not reach that far.
+    pub(super) fn cover_ahead(&mut self, at: u64, end: u64, ext: u64, o: &Owned) -> bool {
+        if self.frontier.is_some() || self.covered.is_some() || !self.ahead.is_empty() {
+            return false;
+        }
+        let Some(c) = self.cur.as_mut().filter(|c| c.end.is_none()) else {
+            return false;
+        };
+        let len = c.buffer.items().len();
+        let mut reach = c.start + len as u64;
+        let mut taken = std::collections::VecDeque::new();
+        while reach < end {
+            let Some(mut b) = self.empty.take() else {
+                break;
+            };
+            let n = b.items().len();
+            taken.push_back(Current::fresh(b, reach, Some(n)));
+            if n == 0 {
+                break;
+            }
+            reach += n as u64;
+        }
+        if reach < end || taken.is_empty() {
+            self.empty.put_back(taken.into_iter().map(|c| c.buffer));
+            return false;
+        }
+        self.cur.as_mut().expect("a current buffer").end = Some(len);
+        // The stream goes on behind the last one's end only once it is full.
+        taken.back_mut().expect("a buffer").end = None;
+        self.ahead = taken;
+        self.frontier = Some((end, ext));
+        self.covered = Some(Covered {
+            at,
+            arrival_ns: o.arrival_ns,
+            seq: o.info.seq,
         });
         true
     }
@@ -248,6 +312,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             .ahead_at
             .back()
             .is_some_and(|&(at, _)| at >= last.start)
+            || self.frontier.is_some_and(|(f, _)| f > last.start)
         {
             return;
         }
@@ -330,7 +395,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             return false;
         }
         let payload = (info.payload_len as usize).min(len);
-        let need = self.dp.zeros_before(gap, payload) + self.dp.max_items(payload) as u64;
+        let need = self.dp.zeros_before(gap, payload) + self.dp.items_after(gap, payload) as u64;
         self.ahead_at
             .front()
             .is_some_and(|&(next, _)| self.write_pos() + need <= next)
@@ -374,13 +439,17 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// Once nothing placed ahead waits: the next datagram in order lands at the write
     /// position again, and buffers taken ahead that hold nothing go back.
     pub(super) fn settle(&mut self) {
-        if self.ahead_at.is_empty() && (self.frontier.is_some() || !self.ahead.is_empty()) {
+        if self.ahead_at.is_empty()
+            && self.covered.is_none()
+            && (self.frontier.is_some() || !self.ahead.is_empty())
+        {
             self.reset_frontier();
         }
     }
 
     fn reset_frontier(&mut self) {
         self.frontier = None;
+        self.covered = None;
         while let Some(c) = self.ahead.pop_back() {
             self.empty.put_back(std::iter::once(c.buffer));
         }

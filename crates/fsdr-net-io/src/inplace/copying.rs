@@ -87,7 +87,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                             arrival_ns,
                         })
                     }
-                    _ => Entry::Owned(owned),
+                    Some((at, _)) => {
+                        let items = self.dp.decoder().items_in(info.payload_len as usize) as u64;
+                        // Too long a hole for one buffer: copied, the buffers behind it taken.
+                        self.cover_ahead(at, at + items, w.ext, &owned);
+                        Entry::Owned(owned)
+                    }
+                    None => Entry::Owned(owned),
                 };
                 let o = self.order.as_mut().expect("sequence tracking");
                 let restored = o.push(w, &packet, entry, &mut self.released);
@@ -149,6 +155,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             } else if matches!(batch[done].item, Entry::Ahead(_)) {
                 // Placed ahead, then not delivered after all: its place stays empty.
                 self.evacuate(&mut batch[done..]);
+            } else if let Entry::Owned(o) = &batch[done].item
+                && self.is_covered(o)
+            {
+                // Its hole will not be there: what was placed behind it is copied out.
+                self.evacuate(&mut batch[done..]);
             }
             crate::engine::count_released(&self.shared.engine.counters.consumer, &batch[done]);
             done += 1;
@@ -179,6 +190,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 true
             }
             Entry::Owned(o) => {
+                if self.is_covered(o) {
+                    // Written now: where it lands, the datagrams after it check.
+                    self.covered = None;
+                }
                 let (info, len) = (o.info, o.bytes.len());
                 !self.clear_of_ahead(info, len, &gap)
             }

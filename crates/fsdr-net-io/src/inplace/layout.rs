@@ -1,5 +1,5 @@
 //! Where the iovecs of one receive call point: each datagram position's areas, and the
-//! datagrams the call brought (types shared by `receiver.rs` and `scatter.rs`).
+//! datagrams the call brought (types shared by `receiver.rs`, `scatter.rs` and `ahead.rs`).
 
 use crate::sys::RecvMeta;
 
@@ -42,4 +42,15 @@ pub(super) struct Unit {
     pub(super) meta: RecvMeta,
     /// The position (index in `slots`) it landed in exactly, if it did.
     pub(super) place: Option<usize>,
+}
+
+/// The datagram that showed a gap too long for one buffer (`ahead.rs`, `cover_ahead`): it is
+/// copied, and the datagrams after it land in place behind it. Known by its arrival and
+/// number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Covered {
+    /// Its stream position, had its gap come out as assumed.
+    pub(super) at: u64,
+    pub(super) arrival_ns: u64,
+    pub(super) seq: Option<u64>,
 }

@@ -128,6 +128,9 @@ pub(super) struct Receive<T, B> {
     /// With datagrams placed ahead: where the next one in order goes (the end of the
     /// furthest one), and that one's widened sequence number.
     pub(super) frontier: Option<(u64, u64)>,
+    /// A copied datagram whose gap did not fit one buffer, while it waits (`ahead.rs`,
+    /// `cover_ahead`): the buffers behind its hole are taken.
+    pub(super) covered: Option<super::layout::Covered>,
     /// The stream position where the next buffer taken starts.
     pub(super) next_start: u64,
     /// The stream position of the first item of the buffer the call's body areas are in.
@@ -229,6 +232,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             ahead: Default::default(),
             ahead_at: Default::default(),
             frontier: None,
+            covered: None,
             next_start: 0,
             layout_start: 0,
             msgs: if gro {
@@ -496,12 +500,15 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             let mut due =
                 self.coalesce
                     .schedule(c.datagrams as u64, c.first_ns, self.last_handover_ns);
-            if !self.ahead_at.is_empty() {
+            if !self.ahead_at.is_empty() || self.covered.is_some() {
                 // A hole waits for its gap to be decided: within the reorder window, or the
                 // reorder timeout after the datagram behind it came (a slow stream). Only if
                 // it is not decided even then does the buffer go, the datagrams placed ahead
                 // copied back out first (`ahead.rs`).
-                let behind_ns = self.ahead_at.front().map_or(0, |&(_, arrival)| arrival);
+                let behind_ns = self.covered.map_or_else(
+                    || self.ahead_at.front().map_or(0, |&(_, arrival)| arrival),
+                    |c| c.arrival_ns,
+                );
                 let held_ns = behind_ns.saturating_add(self.reorder_timeout.as_nanos() as u64);
                 due.on_receive = u64::MAX;
                 due.at_latest = due.at_latest.max(held_ns);

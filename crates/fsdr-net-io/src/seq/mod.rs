@@ -65,8 +65,18 @@ pub const HISTORY: u64 = 1024;
 /// before the tracker takes them for a restarted sender; fewer are late stragglers.
 pub const RESTART_RUN: u32 = 4;
 
-/// Rules for a [`SeqTracker`].
+/// Rules for a [`SeqTracker`]. Start from [`SeqConfig::for_bits`] and change fields: more
+/// rules may come (`#[non_exhaustive]`).
+///
+/// ```
+/// use fsdr_net_io::seq::SeqConfig;
+///
+/// let mut cfg = SeqConfig::for_bits(16); // CHDR's counter
+/// cfg.restart_seq = Some(0);
+/// assert_eq!(cfg.max_gap, 32_767);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SeqConfig {
     /// Width of the sequence numbers in bits (1..=64).
     pub bits: u32,
