@@ -168,6 +168,7 @@ counters! {
         skipped: add, "Valid packets without samples (VRT context, CHDR control), or of a stream no output asked for.";
         rearms: add, "io_uring multishot receives re-armed after the kernel ended them.";
         recv_calls: add, "Receive system calls (recvmmsg, recvmsg, io_uring submissions) made.";
+        peeks: add, "In-place receiver over a socket: headers of queued datagrams read without taking them (SO_PEEK_OFF), to end a receive in front of a gap; two system calls each, not in recv_calls.";
         wakeups: add, "Times the receive side woke the consumer.";
         leaked_rings: add, "io_uring buffer rings kept alive (leaked on purpose) at shutdown because a cancelled multishot receive did not end.";
         paused: add, "Times the receive side stopped reading because the consumer was behind (the kernel's buffer then absorbs or drops, counted as kernel_drops).";

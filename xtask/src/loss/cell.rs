@@ -22,6 +22,8 @@ pub(crate) struct Cell {
     /// of the consumer, pauses; flowgraphs: payload bytes copied after the kernel.
     pub(crate) received: Option<u64>,
     pub(crate) recv_calls: Option<u64>,
+    /// In-place receivers: queued headers looked at before a receive, after gaps.
+    pub(crate) peeks: Option<u64>,
     pub(crate) wakeups: Option<u64>,
     pub(crate) paused: Option<u64>,
     pub(crate) copied_bytes: Option<u64>,
@@ -217,6 +219,7 @@ impl Cell {
             "received": self.received,
             "recv_calls": self.recv_calls,
             "calls_per_datagram": self.calls_per_datagram(),
+            "peeks": self.peeks,
             "wakeups": self.wakeups,
             "wakeups_per_gb": self.wakeups_per_gb(),
             "paused": self.paused,

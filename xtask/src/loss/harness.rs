@@ -249,6 +249,7 @@ impl Harness {
             bytes: n(&got, "bytes"),
             received: stat("received"),
             recv_calls: stat("recv_calls"),
+            peeks: stat("peeks"),
             wakeups: stat("wakeups"),
             paused: stat("paused"),
             copied_bytes: got["copied_bytes"].as_u64(),

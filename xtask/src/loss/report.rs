@@ -123,6 +123,7 @@ mod tests {
             bytes: 2_000_000_000,
             received: Some(1000),
             recv_calls: Some(100),
+            peeks: Some(0),
             wakeups: Some(10),
             paused: Some(0),
             copied_bytes: Some(2_000_000_000),

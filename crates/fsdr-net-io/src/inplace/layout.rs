@@ -1,5 +1,6 @@
 //! Where the iovecs of one receive call point: each datagram position's areas, and the
-//! datagrams the call brought (types shared by `receiver.rs`, `scatter.rs` and `ahead.rs`).
+//! datagrams the call brought (types shared by `receiver.rs`, `scatter.rs`, `ahead.rs`,
+//! `probe.rs` and `xdp.rs`).
 
 use crate::sys::RecvMeta;
 
@@ -53,4 +54,25 @@ pub(super) struct Covered {
     pub(super) at: u64,
     pub(super) arrival_ns: u64,
     pub(super) seq: Option<u64>,
+}
+
+/// Where a data frame stands in its stream, read from its header before its payload is
+/// written (with AF_XDP, `xdp.rs`; with `recvmmsg`, peeked, `probe.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StreamMark {
+    /// VRT stream ID, CHDR destination endpoint.
+    pub(super) stream: Option<u32>,
+    /// Its sequence counter, in the format's sequence space.
+    pub(super) counter: u64,
+}
+
+/// The socket path's look into the queue before a receive, after gaps (`probe.rs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Probe {
+    /// Datagrams still to be read with a look first: set by a gap, counted down by reads.
+    pub(super) left: u64,
+    /// Where the last datagram read of the stream stood (in arrival order).
+    pub(super) last: Option<StreamMark>,
+    /// Datagrams the last receive brought: the likely depth of the queue at the next.
+    pub(super) depth: usize,
 }

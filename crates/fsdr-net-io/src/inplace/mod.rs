@@ -14,7 +14,10 @@
 //! whose samples need byte swapping or conversion
 //! ([`Decoder::is_copy`](crate::sample::Decoder::is_copy)). The datagram that shows a gap
 //! is copied to its sample position behind room for the missing items, and the receives
-//! after it land behind it in place until the gap is decided (`ahead.rs`). Counters are those of
+//! after it land behind it in place until the gap is decided (`ahead.rs`). A `recvmmsg` call
+//! lands its datagrams before any header is read, so for a while after a gap the receiver
+//! first looks at the queued headers (`peeks`, `probe.rs`) and ends a call in front of the
+//! next datagram that shows a gap: that one comes alone and only it is copied. Counters are those of
 //! the [`Engine`](crate::Engine), and the depacketizer's `copied_bytes` counts every payload
 //! byte that was copied: 0 on the fast path.
 //!
@@ -93,6 +96,7 @@ use crate::{Error, sys};
 mod ahead;
 mod copying;
 mod layout;
+mod probe;
 mod receiver;
 mod scatter;
 mod wait;

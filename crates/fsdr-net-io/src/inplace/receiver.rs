@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use socket2::Socket;
 
-pub(super) use super::layout::{Area, Layout, Part, Unit};
+pub(super) use super::layout::{Area, Layout, Part, Probe, StreamMark, Unit};
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
 use crate::engine::receive::Pass;
@@ -66,16 +66,6 @@ pub(super) enum Entry {
     Owned(Owned),
 }
 
-/// Where a data frame stands in its stream, read from its header before its payload is
-/// written (with AF_XDP, `xdp.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct StreamMark {
-    /// VRT stream ID, CHDR destination endpoint.
-    pub(super) stream: Option<u32>,
-    /// Its sequence counter, in the format's sequence space.
-    pub(super) counter: u64,
-}
-
 /// The buffer being filled.
 pub(super) struct Current<B> {
     pub(super) buffer: B,
@@ -103,6 +93,8 @@ pub(super) struct Receive<T, B> {
     pub(super) xdp: Option<crate::engine::XdpRx>,
     /// With `Backend::Xdp`: where the last frame read of the stream stood (`xdp.rs`).
     pub(super) xdp_last: Option<StreamMark>,
+    /// With `recvmmsg`: the look into the queue before a receive after gaps (`probe.rs`).
+    pub(super) probe: Probe,
     pub(super) format: Format,
     pub(super) filter: SourceFilter,
     pub(super) batch: usize,
@@ -213,6 +205,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             socket,
             xdp: None,
             xdp_last: None,
+            probe: Probe::default(),
             format: cfg.format,
             filter: cfg.socket.filter.clone(),
             batch: cfg.batch,

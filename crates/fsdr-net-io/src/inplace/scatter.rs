@@ -128,13 +128,16 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             unsafe { self.msgs.set_iovecs(i, iovecs) };
             self.entry_parts.push(first..self.parts.len());
         }
+        // After gaps, only up to the first datagram that does not continue the stream.
+        let probed = self.probed(n, fast, per_entry);
         self.counts.recv_calls += 1;
-        let mut m = self.recv_entries(n, wait)?;
+        let mut m = self.recv_entries(probed.count, wait)?;
         self.polling = match m {
             _ if self.poll_ns == 0 => Polling::Off,
             0 => Polling::Off,
-            // A full call: more is likely queued; take it before sleeping.
-            m if m == n => Polling::Drain,
+            // A full call, or one that ended in front of a gap: more is likely queued;
+            // take it before sleeping.
+            m if m == n || (probed.more && m == probed.count) => Polling::Drain,
             _ => Polling::Sleep,
         };
         let arrival_ns = sys::monotonic_ns();
@@ -176,7 +179,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         // The fast path, while payloads land where they belong.
         let count = self.units.len();
         let mut first_copied = count;
-        let mut widened = None;
+        let (mut widened, mut refused) = (None, false);
         if let Some(p) = fast {
             for u in 0..count {
                 match self.try_place(u, p, arrival_ns) {
@@ -188,6 +191,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     Placement::Refused { seq } => {
                         first_copied = u;
                         widened = seq;
+                        refused = true;
                         break;
                     }
                 }
@@ -195,6 +199,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         } else {
             first_copied = 0;
         }
+        self.note_probe(fast, probed, refused);
         if first_copied < count {
             // Copy every later datagram out before anything is written where they landed.
             let mut owned = Vec::with_capacity(count - first_copied);

@@ -110,7 +110,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
 /// A data frame's mark, when it belongs to the stream followed (any stream before the first
 /// data packet) and its header carries a counter.
-fn stream_mark(
+pub(super) fn stream_mark(
     format: Format,
     stream: Option<Option<u32>>,
     head: &[u8],

@@ -1,11 +1,12 @@
 //! The platform layer: every syscall of the crate, one module per concern, each with only the
 //! `unsafe` it needs. Calls that `nix` or `socket2` already wrap safely go through them; raw
-//! `libc` remains only for the batched calls (`recvmmsg`, `sendmmsg`), `SO_MEMINFO` and
+//! `libc` remains only for the batched calls (`recvmmsg`, `sendmmsg`), `SO_MEMINFO`, `SO_PEEK_OFF` and
 //! `pthread_setschedparam`.
 //!
 //! | module | holds |
 //! |---|---|
 //! | [`recv`] | [`RecvBatch`] (`recvmmsg`/`recvmsg`), `SO_MEMINFO` drops, `SHUT_RD` |
+//! | [`peek`] | one queued datagram's head by its place in the queue (`SO_PEEK_OFF`) |
 //! | [`send`] | [`SendBatch`] (`sendmmsg`, UDP GSO), GSO detection |
 //! | [`cmsg`] | the bounds-checked control-message iterator and writer |
 //! | [`sockaddr`] | socket addresses from kernel bytes |
@@ -21,6 +22,7 @@ pub mod bpf;
 pub mod cmsg;
 pub mod ebpf;
 pub mod ifaddrs;
+pub mod peek;
 pub mod recv;
 pub mod sched;
 pub mod send;
