@@ -75,4 +75,6 @@ pub(super) struct Probe {
     pub(super) last: Option<StreamMark>,
     /// Datagrams the last receive brought: the likely depth of the queue at the next.
     pub(super) depth: usize,
+    /// A look failed on this socket: no more looks.
+    pub(super) off: bool,
 }

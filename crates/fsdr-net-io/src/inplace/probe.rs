@@ -66,6 +66,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             || self.probe.left == 0
             || self.xdp.is_some()
             || p.head > HEAD_CAP
+            || self.probe.off
             || !peek::supported()
         {
             return all;
@@ -81,13 +82,16 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let size = p.head + p.payload;
         let (format, stream, socket) = (self.format, self.stream, &self.socket);
         let mut head = [0u8; HEAD_CAP];
-        let mut peeks = 0u64;
+        let (mut peeks, mut failed) = (0u64, false);
         let mut look = |j: usize| {
             peeks += 1;
             let got = match peek::peek_at(socket, j * size, &mut head[..p.head]) {
                 Ok(Some(got)) => got,
                 Ok(None) => return Look::Absent,
-                Err(_) => return Look::Breaks,
+                Err(_) => {
+                    failed = true;
+                    return Look::Absent;
+                }
             };
             let next = StreamMark {
                 stream: last.stream,
@@ -118,6 +122,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
         }
         self.counts.peeks += peeks;
+        if failed {
+            // This socket does not take looks: read as without them from now on.
+            self.probe.off = true;
+            return all;
+        }
         match end {
             Look::Breaks => Probed {
                 count: lo + 1,
