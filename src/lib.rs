@@ -96,8 +96,8 @@ pub use ramp_check::{RampCheck, RampSample};
 pub use sigmf_sink::{SigmfItem, SigmfSink, SigmfSinkBuilder};
 pub use udp_sink::{TAG_TX_EOB, TAG_TX_SOB, TAG_TX_TIME, UdpSink, UdpSinkBuilder};
 pub use udp_source::{
-    InPlaceUdpSource, MultiSourceStats, MultiUdpSource, RxTime, SourceStats, StreamStats, TAG_EOB,
-    TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, UdpSource, UdpSourceBuilder,
+    InPlaceUdpSource, MultiInPlaceUdpSource, MultiSourceStats, MultiUdpSource, RxTime, SourceStats,
+    StreamStats, TAG_EOB, TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, UdpSource, UdpSourceBuilder,
 };
 
 /// Everything an application embedding the blocks usually needs.
@@ -109,10 +109,11 @@ pub use udp_source::{
 /// let _ = (Format::Chdr, Backend::Mio, WireFormat::Sc16Chdr, StreamSelector::Id(1));
 /// let _ = (TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, TAG_EOB);
 /// let _ = (TAG_TX_SOB, TAG_TX_EOB, TAG_TX_TIME);
-/// // The three sources (one builder) and the sink are all here, without further imports.
+/// // The four sources (one builder) and the sink are all here, without further imports.
 /// let _: fn(UdpSourceBuilder<Complex32>) -> Result<InPlaceUdpSource<Complex32>, Error> =
 ///     UdpSourceBuilder::build_in_place;
 /// let _: Option<MultiUdpSource<Complex32>> = None;
+/// let _: Option<MultiInPlaceUdpSource<Complex32>> = None;
 /// let _ = UdpSource::<Complex32>::builder("127.0.0.1:0");
 /// let _ = UdpSink::<Complex32>::builder("127.0.0.1:9");
 /// ```
@@ -121,8 +122,9 @@ pub mod prelude {
     pub use crate::io::sample::{Item, WireFormat};
     pub use crate::io::{Backend, Format, Stats, StreamSelector};
     pub use crate::{
-        Error, InPlaceUdpSource, MessageCollector, MultiUdpSource, ProbeSink, ProbeSource, RxTime,
-        SigmfSink, SourceStats, TAG_EOB, TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME, TAG_TX_EOB,
-        TAG_TX_SOB, TAG_TX_TIME, UdpSink, UdpSinkBuilder, UdpSource, UdpSourceBuilder,
+        Error, InPlaceUdpSource, MessageCollector, MultiInPlaceUdpSource, MultiUdpSource,
+        ProbeSink, ProbeSource, RxTime, SigmfSink, SourceStats, TAG_EOB, TAG_MISSED,
+        TAG_MISSED_ITEMS, TAG_TIME, TAG_TX_EOB, TAG_TX_SOB, TAG_TX_TIME, UdpSink, UdpSinkBuilder,
+        UdpSource, UdpSourceBuilder,
     };
 }

@@ -90,11 +90,11 @@ fn every_loss_harness_receiver_accounts_for_every_datagram() {
 
 #[test]
 fn the_loss_harness_takes_a_stream_of_several_channels() {
-    // `usrp_sim --channels 3` to one port: the MultiUdpSource receiver delivers every channel
+    // `usrp_sim --channels 3` to one port: the MultiUdpSource receivers deliver every channel
     // (or counts what it lost), the reference counts every datagram; a single-stream receiver
     // refuses the channels rather than report one channel's share as loss.
     let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(u64::MAX);
-    for receiver in ["flowgraph-multi", "recvmmsg"] {
+    for receiver in ["flowgraph-multi", "flowgraph-multi-inplace", "recvmmsg"] {
         let mut sent = Value::Null;
         let rx = loss_rx_with(receiver, &["--channels", "3"], |addr| {
             sent = sim_to(
@@ -112,7 +112,10 @@ fn the_loss_harness_takes_a_stream_of_several_channels() {
         .expect("loss_rx runs");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("only flowgraph-multi and recvmmsg"), "{err}");
+    assert!(
+        err.contains("only flowgraph-multi[-inplace] and recvmmsg"),
+        "{err}"
+    );
 }
 
 #[test]

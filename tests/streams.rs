@@ -310,8 +310,10 @@ fn a_stalled_reader_does_not_make_the_other_streams_lose_data() -> anyhow::Resul
     let (stats, fast, slow) = one_of_two_readers_waits(
         N,
         20e6,
-        // A small receive side: what the stalled reader holds back cannot hide in it.
-        |b| b.zero_fill_missed(true).slots(256).recv_buffer(256 * 1024),
+        // A small receive side: what the stalled reader holds back (a second of its
+        // stream) cannot hide in it, while the hold before its backlog starts (1 ms of both
+        // streams, about 230 KiB of socket buffer with the kernel's overhead) fits.
+        |b| b.zero_fill_missed(true).slots(256).recv_buffer(512 * 1024),
         Wait::Until(until),
     )?;
     let ctx = format!("{stats}");

@@ -6,7 +6,8 @@
 //! Receivers:
 //! * `flowgraph-<backend>`: fsdr-net's `UdpSource` → counting sink in a FutureSDR flowgraph;
 //!   `flowgraph-multi`: its `MultiUdpSource`, one output and sink per channel of a
-//!   `--channels N` stream (`usrp_sim --channels N` to the same port); `flowgraph-inplace`:
+//!   `--channels N` stream (`usrp_sim --channels N` to the same port), and
+//!   `flowgraph-multi-inplace` its zero-copy `MultiInPlaceUdpSource`; `flowgraph-inplace`:
 //!   its zero-copy `InPlaceUdpSource` (recvmmsg), `flowgraph-inplace-xdp` the same over
 //!   AF_XDP (with `--interface`);
 //! * `engine-<backend>`: the fsdr-net receive engine alone, its consumer on the main thread;
@@ -23,6 +24,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod multi;
 mod ports;
 mod receivers;
 
@@ -39,7 +41,7 @@ use fsdr_net::io::{Backend, Format};
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// flowgraph-<backend>, flowgraph-inplace[-xdp], flowgraph-multi, engine-<backend>,
+    /// flowgraph-<backend>, flowgraph-inplace[-xdp], flowgraph-multi[-inplace], engine-<backend>,
     /// engine-inline, inplace, inplace-inline, futuresdr or recvmmsg.
     #[arg(long, default_value = "flowgraph-mio")]
     receiver: String,
@@ -133,15 +135,21 @@ fn main() -> Result<()> {
         Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
         Some(("flowgraph", "inplace-xdp")) => ("flowgraph-inplace", Some(Backend::Xdp)),
         Some(("flowgraph", "multi")) => ("flowgraph-multi", None),
+        Some(("flowgraph", "multi-inplace")) => ("flowgraph-multi-inplace", None),
         Some(("inplace", "inline")) => ("inplace-inline", None),
         Some(("engine", "inline")) => ("engine-inline", None),
         Some((k, b)) => (k, Some(b.parse::<Backend>().map_err(anyhow::Error::msg)?)),
         None => (args.receiver.as_str(), None),
     };
-    if args.channels == 0 || (args.channels > 1 && !matches!(kind, "flowgraph-multi" | "recvmmsg"))
+    if args.channels == 0
+        || (args.channels > 1
+            && !matches!(
+                kind,
+                "flowgraph-multi" | "flowgraph-multi-inplace" | "recvmmsg"
+            ))
     {
         bail!(
-            "--channels {}: only flowgraph-multi and recvmmsg receive several channels (and \
+            "--channels {}: only flowgraph-multi[-inplace] and recvmmsg receive several channels (and \
              every receiver at least one)",
             args.channels
         );
@@ -160,7 +168,8 @@ fn main() -> Result<()> {
     }
     let outcome = match (kind, backend) {
         ("flowgraph-inplace", b) => flowgraph_in_place(&args, b)?,
-        ("flowgraph-multi", None) => flowgraph_multi(&args)?,
+        ("flowgraph-multi", None) => multi::flowgraph_multi(&args)?,
+        ("flowgraph-multi-inplace", None) => multi::flowgraph_multi_in_place(&args)?,
         ("inplace", None) => in_place(&args, false)?,
         ("inplace-inline", None) => in_place(&args, true)?,
         ("flowgraph", Some(b)) => flowgraph(&args, b)?,
@@ -169,7 +178,7 @@ fn main() -> Result<()> {
         ("futuresdr", None) => futuresdr_source(&args)?,
         ("recvmmsg", None) => reference(&args)?,
         _ => bail!(
-            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace[-xdp], flowgraph-multi, engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
+            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace[-xdp], flowgraph-multi[-inplace], engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
             args.receiver
         ),
     };

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use fsdr_net::io::StreamSelector;
 use fsdr_net::io::socket::{OpenedSocket, SocketConfig, open_socket};
 use fsdr_net::io::sys::{RecvBatch, Wait, socket_drops};
 use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
@@ -142,48 +141,6 @@ fn per_port<S: Kernel + 'static, K: Kernel + 'static>(
         let (bytes, stats) = each(&fg, p)?;
         out.merge(flowgraph_outcome(args, bytes as u64, stats));
     }
-    Ok(out)
-}
-
-/// `MultiUdpSource`, one output per channel of the stream (`--channels`: stream ID or CHDR
-/// destination endpoint c, as `usrp_sim --channels` sends them), each into its own sink.
-pub(crate) fn flowgraph_multi(args: &Args) -> Result<Outcome> {
-    use fsdr_net::io::emulator::channel_stream_id;
-    let ids = (0..args.channels).map(|c| StreamSelector::Id(channel_stream_id(args.format, c)));
-    let src = source_builder(args, args.bind).build_streams(ids)?;
-    let local = src.local_addr();
-    let mut fg = Flowgraph::new();
-    let src = fg.add(src);
-    let mut blocks = vec![src.id()];
-    let mut sinks = Vec::with_capacity(args.channels);
-    for c in 0..args.channels {
-        let sink = fg.add(NullSink::<u8>::new());
-        fg.stream(
-            &src,
-            move |b| b.outputs().get_mut(c).expect("an output per channel"),
-            &sink,
-            |b| b.input(),
-        )?;
-        blocks.push(sink.id());
-        sinks.push(sink);
-    }
-    let fg = run_flowgraph(args, fg, local, blocks)?;
-    let mut bytes = 0;
-    for sink in &sinks {
-        bytes += fg.block(sink)?.n_received() as u64;
-    }
-    let s = fg.block(&src)?.stats();
-    let mut out = flowgraph_outcome(
-        args,
-        bytes,
-        SourceStats {
-            engine: s.engine.clone(),
-            ..SourceStats::default()
-        },
-    );
-    // Every output's own drops (its reader late beyond the hold) and copies.
-    out.overflows += s.streams.iter().map(|o| o.overflow).sum::<u64>();
-    out.copied_bytes = Some(s.streams.iter().map(|o| o.stream.copied_bytes).sum());
     Ok(out)
 }
 

@@ -9,12 +9,12 @@ use fsdr_net_io::depacketizer::{Depacketizer, DepacketizerConfig};
 use fsdr_net_io::engine::ReuseportSpread;
 use fsdr_net_io::sample::{Decoder, Item, WireFormat};
 use fsdr_net_io::socket::{Multicast, SourceFilter};
-use fsdr_net_io::{Backend, Coalesce, Engine, EngineConfig, Format, StreamSelector};
+use fsdr_net_io::{Backend, Coalesce, Engine, EngineConfig, Format};
 use fsdr_net_lttng::Marks;
 
 use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
 
-use super::{InPlaceUdpSource, MultiUdpSource, UdpSource, limits};
+use super::{InPlaceUdpSource, UdpSource, limits};
 use crate::Error;
 use crate::probe::ProbeSpec;
 
@@ -27,14 +27,14 @@ pub struct UdpSourceBuilder<T> {
     wire: Option<WireFormat>,
     zero_fill: bool,
     stats_interval: Option<Duration>,
-    buffer_datagrams: Option<usize>,
+    pub(super) buffer_datagrams: Option<usize>,
     tick_rate: Option<f64>,
     sample_rate: Option<f64>,
     time_tags: bool,
-    idle_finish: Option<Duration>,
-    first_wait: Option<Duration>,
+    pub(super) idle_finish: Option<Duration>,
+    pub(super) first_wait: Option<Duration>,
     probe_granularity: Option<u64>,
-    batch_workers: bool,
+    pub(super) batch_workers: bool,
     backend_set: bool,
     /// `reuseport` / `uring_depth` were given: they name their backend.
     reuseport_set: bool,
@@ -361,7 +361,7 @@ impl<T: Item> UdpSourceBuilder<T> {
     }
 
     /// Everything both sources are built from, checked.
-    fn parts(&self) -> Result<Parts<T>, Error> {
+    pub(super) fn parts(&self) -> Result<Parts<T>, Error> {
         let mut cfg = self.cfg.clone();
         if let Some(b) = self.chosen_backend()? {
             cfg.backend = b;
@@ -437,6 +437,23 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// (the default), or with AF_XDP ([`Backend::Xdp`], one copy from the UMEM into the
     /// output buffer); another backend set on this builder is an error.
     pub fn build_in_place(self) -> Result<InPlaceUdpSource<T>, Error> {
+        let (p, cfg) = self.in_place_parts()?;
+        let rx = InPlaceReceiver::start(cfg)?;
+        let mut src = InPlaceUdpSource::new(
+            rx,
+            p.buffers,
+            p.items,
+            p.stats_interval,
+            p.idle_finish,
+            p.marks,
+        );
+        src.batch_workers = p.batch_workers;
+        Ok(src)
+    }
+
+    /// What every in-place source is built from: the receivers' configuration and the
+    /// block's settings.
+    pub(super) fn in_place_parts(self) -> Result<(InPlaceParts, InPlaceConfig<T>), Error> {
         let chosen = self.chosen_backend()?;
         let xdp = chosen == Some(Backend::Xdp);
         if let Some(b) = chosen.filter(|b| !xdp && *b != Backend::Recvmmsg) {
@@ -465,23 +482,23 @@ impl<T: Item> UdpSourceBuilder<T> {
             block: m.block(),
             granularity: m.granularity(),
         });
-        let rx = InPlaceReceiver::start(InPlaceConfig {
+        let parts = InPlaceParts {
+            buffers: self.in_place_buffers,
+            items,
+            stats_interval: self.stats_interval,
+            idle_finish: self
+                .idle_finish
+                .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
+            marks,
+            batch_workers: self.batch_workers,
+        };
+        let cfg = InPlaceConfig {
             engine: cfg,
             decoder,
             depacketizer: dp_cfg,
             buffers: self.in_place_buffers,
-        })?;
-        let mut src = InPlaceUdpSource::new(
-            rx,
-            self.in_place_buffers,
-            items,
-            self.stats_interval,
-            self.idle_finish
-                .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
-            marks,
-        );
-        src.batch_workers = self.batch_workers;
-        Ok(src)
+        };
+        Ok((parts, cfg))
     }
 
     /// Opens the socket and starts the receive engine (datagrams arriving before the
@@ -511,90 +528,22 @@ impl<T: Item> UdpSourceBuilder<T> {
     }
 }
 
-impl<T: Item> UdpSourceBuilder<T> {
-    /// Opens the socket and starts the engine for a [`MultiUdpSource`]: one output per
-    /// selector, in the order given, each with the settings of this builder (format, wire
-    /// format, rates, zero-fill, …). Probe marks are per stream and not supported here.
-    pub fn build_streams(
-        self,
-        streams: impl IntoIterator<Item = StreamSelector>,
-    ) -> Result<MultiUdpSource<T>, Error> {
-        let selectors: Vec<StreamSelector> = streams.into_iter().collect();
-        if !matches!(self.cfg.format, Format::Chdr | Format::Vrt)
-            && let Some(s) = selectors
-                .iter()
-                .find(|s| matches!(s, StreamSelector::Id(_) | StreamSelector::IdFrom(..)))
-        {
-            return Err(Error::config(format!(
-                "stream selector {s} picks a stream ID, which {} datagrams do not carry \
-                 (only CHDR and VRT do): select by sender (StreamSelector::Sender) instead",
-                self.cfg.format
-            )));
-        }
-        if selectors.is_empty() {
-            return Err(Error::config(
-                "build_streams needs at least one stream selector",
-            ));
-        }
-        if selectors.len() > limits::MAX_STREAMS {
-            return Err(Error::config(format!(
-                "build_streams takes at most {} stream selectors, not {}",
-                limits::MAX_STREAMS,
-                selectors.len()
-            )));
-        }
-        if let Some(dup) = selectors
-            .iter()
-            .enumerate()
-            .find(|(i, s)| selectors[..*i].contains(s))
-        {
-            return Err(Error::config(format!(
-                "stream selector {} is given twice",
-                dup.1
-            )));
-        }
-        let Parts {
-            cfg,
-            decoder,
-            dp_cfg,
-            block: _,
-        } = self.parts()?;
-        if dp_cfg.marks.is_some() {
-            return Err(Error::config(
-                "probe marks are not supported on a multi-stream source",
-            ));
-        }
-        let streams = selectors
-            .into_iter()
-            .map(|s| (s, Depacketizer::new(decoder, dp_cfg.clone())))
-            .collect();
-        // A stream's reorder window is released at once when a gap is declared: each output
-        // holds at least that, so one stream's burst does not stall the others behind it.
-        let buffer = self
-            .buffer_datagrams
-            .unwrap_or(16)
-            .max(cfg.reorder_window.saturating_mul(2));
-        limits::output_items(buffer, &decoder, cfg.slot_size)?;
-        let engine = Engine::start(cfg.clone())?;
-        let mut src = MultiUdpSource::new(
-            engine,
-            streams,
-            cfg.slot_size,
-            buffer,
-            cfg.latency_budget
-                .map_or(super::multi::HOLD_UNBOUNDED, |b| b / 2),
-            self.idle_finish
-                .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
-        );
-        src.batch_workers = self.batch_workers;
-        Ok(src)
-    }
+/// The block's settings of an in-place source ([`UdpSourceBuilder::in_place_parts`]).
+pub(super) struct InPlaceParts {
+    /// Buffers in circulation per output.
+    pub(super) buffers: usize,
+    /// Items of each buffer.
+    pub(super) items: usize,
+    pub(super) stats_interval: Option<Duration>,
+    pub(super) idle_finish: Option<(Duration, Duration)>,
+    pub(super) marks: Option<ProbeSpec>,
+    pub(super) batch_workers: bool,
 }
 
 /// What [`UdpSourceBuilder::parts`] checks and builds.
-struct Parts<T> {
-    cfg: EngineConfig,
-    decoder: Decoder<T>,
-    dp_cfg: DepacketizerConfig,
-    block: u64,
+pub(super) struct Parts<T> {
+    pub(super) cfg: EngineConfig,
+    pub(super) decoder: Decoder<T>,
+    pub(super) dp_cfg: DepacketizerConfig,
+    pub(super) block: u64,
 }

@@ -7,13 +7,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fsdr_net_io::Stats;
 use fsdr_net_io::inplace::{Filled, InPlaceReceiver, ItemBuffer};
 use fsdr_net_io::sample::Item;
 use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 
-use super::{Activity, Deadline, SourceStats, context_pmt, gap_pmt, sleep_until, tags_of};
+use super::{
+    Activity, Deadline, SourceStats, StatsTimer, context_pmt, gap_pmt, sleep_until, tags_of,
+};
 use crate::probe::ProbeSpec;
 
 /// A circuit buffer lent to the receive thread.
@@ -84,15 +85,10 @@ unsafe impl<T: Item> ItemBuffer<T> for OutBuf<T> {
 pub struct InPlaceUdpSource<T: Item> {
     #[output]
     output: circuit::Writer<T>,
-    rx: Option<InPlaceReceiver<T, OutBuf<T>>>,
+    lane: Lane<T>,
     local_addr: SocketAddr,
     final_stats: Option<SourceStats>,
-    /// Items of every buffer.
-    buffer_items: usize,
-    /// A buffer the receive thread had no room for yet.
-    spare: Vec<circuit::Buffer<T>>,
-    stats_interval: Option<Duration>,
-    next_stats: Option<Instant>,
+    stats_timer: StatsTimer,
     /// When the stream started and last brought data, and when silence ends it.
     activity: Activity,
     deadline: Arc<Mutex<Deadline>>,
@@ -114,12 +110,9 @@ impl<T: Item> InPlaceUdpSource<T> {
         Self {
             output,
             local_addr: rx.local_addr(),
-            rx: Some(rx),
+            lane: Lane::new(rx, buffer_items),
             final_stats: None,
-            buffer_items,
-            spare: Vec::new(),
-            stats_interval,
-            next_stats: None,
+            stats_timer: StatsTimer::new(stats_interval),
             activity: Activity::new(idle_finish),
             deadline: Arc::new(Mutex::new(Deadline::new())),
             probe,
@@ -137,13 +130,7 @@ impl<T: Item> InPlaceUdpSource<T> {
         if let Some(s) = &self.final_stats {
             return s.clone();
         }
-        match &self.rx {
-            Some(rx) => SourceStats {
-                engine: rx.stats(),
-                stream: rx.depacketizer_stats(),
-            },
-            None => SourceStats::default(),
-        }
+        self.lane.stats()
     }
 
     /// The pipe this source starts when built with a probe: build its
@@ -152,74 +139,24 @@ impl<T: Item> InPlaceUdpSource<T> {
         self.probe
     }
 
-    /// Lends every empty buffer to the receive thread.
-    fn lend(&mut self) {
-        let Some(rx) = self.rx.as_mut() else { return };
-        loop {
-            let b = match self.spare.pop() {
-                Some(b) => b,
-                None => match self.output.get_empty_buffer() {
-                    Some(mut b) => {
-                        // Buffers made anew by the writer start empty: use all of them.
-                        b.set_valid(self.buffer_items);
-                        b
-                    }
-                    None => return,
-                },
-            };
-            if let Err(OutBuf(b)) = rx.give(OutBuf(b)) {
-                self.spare.push(b);
-                return;
-            }
-        }
-    }
-
-    /// Puts a filled buffer downstream (an empty one straight back to the receive thread).
+    /// Puts a filled buffer downstream and posts its gaps and contexts.
     async fn put(
         &mut self,
         f: Filled<OutBuf<T>>,
         mo: &mut MessageOutputs,
         now: Instant,
     ) -> Result<()> {
-        for g in &f.gaps {
+        let h = self.lane.hand_down(&mut self.output, f);
+        for g in &h.gaps {
             mo.post("missed", gap_pmt(g)).await?;
         }
-        for c in &f.contexts {
+        for c in &h.contexts {
             mo.post("context", context_pmt(c)).await?;
         }
-        let Filled {
-            buffer: OutBuf(mut b),
-            items,
-            tags,
-            ..
-        } = f;
-        if items == 0 {
-            // Downstream would never consume an empty buffer and so never return it.
-            b.set_valid(self.buffer_items);
-            self.spare.push(b);
-            return Ok(());
+        if h.data {
+            self.activity.data(now);
         }
-        self.activity.data(now);
-        b.set_valid(items);
-        let (_, out_tags) = b.slice_with_tags();
-        out_tags.extend(tags.into_iter().flat_map(|t| {
-            tags_of(t.kind).map(move |tag| futuresdr::runtime::dev::ItemTag {
-                index: t.index,
-                tag,
-            })
-        }));
-        self.output.put_full_buffer(b);
         Ok(())
-    }
-
-    fn final_counts(
-        stats: Stats,
-        stream: fsdr_net_io::depacketizer::DepacketizerStats,
-    ) -> SourceStats {
-        SourceStats {
-            engine: stats,
-            stream,
-        }
     }
 }
 
@@ -236,53 +173,152 @@ impl<T: Item> Kernel for InPlaceUdpSource<T> {
         }
         let now = Instant::now();
         let started = self.activity.start(now);
-        if self.rx.is_none() {
+        if self.lane.rx.is_none() {
             io.finished = true;
             return Ok(());
         }
-        self.lend();
-        while let Some(f) = self.rx.as_mut().and_then(|rx| rx.take()) {
+        self.lane.lend(&mut self.output);
+        while let Some(f) = self.lane.rx.as_mut().and_then(|rx| rx.take()) {
             self.put(f, mo, now).await?;
         }
-        self.lend();
-        if let Some(every) = self.stats_interval {
-            let due = *self.next_stats.get_or_insert(started + every);
-            if now >= due {
-                self.next_stats = Some(now + every);
-                mo.post("stats", self.stats().to_pmt()).await?;
-            }
+        self.lane.lend(&mut self.output);
+        if self.stats_timer.due(started, now) {
+            mo.post("stats", self.stats().to_pmt()).await?;
         }
         let idle_end = self.activity.idle_end();
         if idle_end.is_some_and(|end| now >= end) {
             // The stream is over: stop the receive thread, pass on what it still had, and
             // say so with the final counters.
-            let rx = self.rx.take().expect("receiver present");
-            let (stats, stream, rest) = rx.shutdown();
+            let (stats, rest) = self.lane.shutdown().expect("receiver present");
             for f in rest {
                 self.put(f, mo, now).await?;
             }
-            self.final_stats = Some(Self::final_counts(stats, stream));
+            self.final_stats = Some(stats);
             mo.post("stats", self.stats().to_pmt()).await?;
             io.finished = true;
             return Ok(());
         }
         let notified = self
+            .lane
             .rx
             .as_ref()
             .expect("receiver present")
             .notifier()
             .notified();
-        let deadlines = [self.stats_interval.and(self.next_stats), idle_end];
+        let deadlines = [self.stats_timer.deadline(), idle_end];
         sleep_until(io, &self.deadline, notified, deadlines, now);
         Ok(())
     }
 
     async fn deinit(&mut self, _mo: &mut MessageOutputs, _meta: &mut BlockMeta) -> Result<()> {
-        if let Some(rx) = self.rx.take() {
-            let (stats, stream, _) = rx.shutdown();
-            tracing::debug!(%stats, "InPlaceUdpSource stopped");
-            self.final_stats = Some(Self::final_counts(stats, stream));
+        if let Some((stats, _)) = self.lane.shutdown() {
+            tracing::debug!(stats = %stats.engine, "InPlaceUdpSource stopped");
+            self.final_stats = Some(stats);
         }
         Ok(())
+    }
+}
+
+/// One output of an in-place source and the receiver that fills it: empty buffers go to the
+/// receiver, filled ones downstream.
+pub(super) struct Lane<T: Item> {
+    /// The receiver (`None` once shut down).
+    pub(super) rx: Option<InPlaceReceiver<T, OutBuf<T>>>,
+    /// Items of every buffer.
+    buffer_items: usize,
+    /// Buffers the receive thread had no room for yet.
+    spare: Vec<circuit::Buffer<T>>,
+}
+
+/// What [`Lane::hand_down`] leaves to the block: the messages of a filled buffer.
+pub(super) struct HandedDown {
+    pub(super) gaps: Vec<fsdr_net_io::depacketizer::GapEvent>,
+    pub(super) contexts: Vec<fsdr_net_io::format::vrt::context::IfContext>,
+    /// The buffer held items (and went downstream).
+    pub(super) data: bool,
+}
+
+impl<T: Item> Lane<T> {
+    pub(super) fn new(rx: InPlaceReceiver<T, OutBuf<T>>, buffer_items: usize) -> Self {
+        Self {
+            rx: Some(rx),
+            buffer_items,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Every counter of the receiver (default once it is shut down).
+    pub(super) fn stats(&self) -> SourceStats {
+        match &self.rx {
+            Some(rx) => SourceStats {
+                engine: rx.stats(),
+                stream: rx.depacketizer_stats(),
+            },
+            None => SourceStats::default(),
+        }
+    }
+
+    /// Lends every empty buffer of `output` to the receive thread.
+    pub(super) fn lend(&mut self, output: &mut circuit::Writer<T>) {
+        let Some(rx) = self.rx.as_mut() else { return };
+        loop {
+            let b = match self.spare.pop() {
+                Some(b) => b,
+                None => match output.get_empty_buffer() {
+                    Some(mut b) => {
+                        // Buffers made anew by the writer start empty: use all of them.
+                        b.set_valid(self.buffer_items);
+                        b
+                    }
+                    None => return,
+                },
+            };
+            if let Err(OutBuf(b)) = rx.give(OutBuf(b)) {
+                self.spare.push(b);
+                return;
+            }
+        }
+    }
+
+    /// Puts a filled buffer downstream with its tags (an empty one back to the spares).
+    pub(super) fn hand_down(
+        &mut self,
+        output: &mut circuit::Writer<T>,
+        f: Filled<OutBuf<T>>,
+    ) -> HandedDown {
+        let Filled {
+            buffer: OutBuf(mut b),
+            items,
+            tags,
+            gaps,
+            contexts,
+        } = f;
+        let data = items > 0;
+        if data {
+            b.set_valid(items);
+            let (_, out_tags) = b.slice_with_tags();
+            out_tags.extend(tags.into_iter().flat_map(|t| {
+                tags_of(t.kind).map(move |tag| futuresdr::runtime::dev::ItemTag {
+                    index: t.index,
+                    tag,
+                })
+            }));
+            output.put_full_buffer(b);
+        } else {
+            // Downstream would never consume an empty buffer and so never return it.
+            b.set_valid(self.buffer_items);
+            self.spare.push(b);
+        }
+        HandedDown {
+            gaps,
+            contexts,
+            data,
+        }
+    }
+
+    /// Stops the receiver: its final counters and the buffers it still had filled.
+    pub(super) fn shutdown(&mut self) -> Option<(SourceStats, Vec<Filled<OutBuf<T>>>)> {
+        let (engine, stream, rest) = self.rx.take()?.shutdown();
+        Some((SourceStats { engine, stream }, rest))
     }
 }

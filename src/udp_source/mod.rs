@@ -7,7 +7,9 @@ mod builder;
 mod inplace;
 mod limits;
 mod multi;
+mod multi_inplace;
 mod stats;
+mod streams;
 
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -27,6 +29,7 @@ pub use builder::UdpSourceBuilder;
 pub use fsdr_net_io::depacketizer::RxTime;
 pub use inplace::InPlaceUdpSource;
 pub use multi::{MultiSourceStats, MultiUdpSource, StreamStats};
+pub use multi_inplace::MultiInPlaceUdpSource;
 pub use stats::SourceStats;
 
 use crate::probe::ProbeSpec;
@@ -115,8 +118,7 @@ pub struct UdpSource<T: Item> {
     dp: Depacketizer<T>,
     /// Largest datagram the engine accepts (bytes).
     max_datagram: usize,
-    stats_interval: Option<Duration>,
-    next_stats: Option<Instant>,
+    stats_timer: StatsTimer,
     /// When the stream started and last brought data, and when silence ends it.
     activity: Activity,
     deadline: Arc<Mutex<Deadline>>,
@@ -214,6 +216,38 @@ impl Activity {
             Some(last) => last + idle,
             None => self.started? + first,
         })
+    }
+}
+
+/// When a source posts its periodic `stats` message (`stats_interval`; none: never).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StatsTimer {
+    every: Option<Duration>,
+    next: Option<Instant>,
+}
+
+impl StatsTimer {
+    pub(super) fn new(every: Option<Duration>) -> Self {
+        Self { every, next: None }
+    }
+
+    /// Whether a message is due at `now` (the first one `every` after `started`); if so,
+    /// the next one is `every` after `now`.
+    pub(super) fn due(&mut self, started: Instant, now: Instant) -> bool {
+        let Some(every) = self.every else {
+            return false;
+        };
+        let due = *self.next.get_or_insert(started + every);
+        if now < due {
+            return false;
+        }
+        self.next = Some(now + every);
+        true
+    }
+
+    /// When the next message is due, once the first was scheduled.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.every.and(self.next)
     }
 }
 
@@ -350,8 +384,7 @@ impl<T: Item> UdpSource<T> {
             final_stats: None,
             dp,
             max_datagram,
-            stats_interval,
-            next_stats: None,
+            stats_timer: StatsTimer::new(stats_interval),
             activity: Activity::new(idle_finish),
             deadline: Arc::new(Mutex::new(Deadline::new())),
             work_calls: 0,
@@ -503,12 +536,8 @@ impl<T: Item> Kernel for UdpSource<T> {
         for c in self.contexts.drain_new() {
             mo.post("context", context_pmt(&c)).await?;
         }
-        if let Some(every) = self.stats_interval {
-            let due = *self.next_stats.get_or_insert(started + every);
-            if now >= due {
-                self.next_stats = Some(now + every);
-                mo.post("stats", self.stats().to_pmt()).await?;
-            }
+        if self.stats_timer.due(started, now) {
+            mo.post("stats", self.stats().to_pmt()).await?;
         }
         if let Stop::Idle = stop {
             let engine = self.engine.as_ref().expect("engine present");
@@ -526,7 +555,7 @@ impl<T: Item> Kernel for UdpSource<T> {
             }
             let deadlines = [
                 engine.next_deadline(),
-                self.stats_interval.and(self.next_stats),
+                self.stats_timer.deadline(),
                 idle_end,
             ];
             sleep_until(

@@ -262,6 +262,41 @@ impl Stats {
         Ok(s)
     }
 
+    /// The counters of receivers on separate sockets — a group of in-place receivers, one
+    /// per stream of a port (`InPlaceReceiver::start_streams`) — as the port's: every count
+    /// added (each socket drops on its own), `stream_ns` the longest span, the per-thread
+    /// figures one after another.
+    ///
+    /// ```
+    /// use fsdr_net_io::Stats;
+    ///
+    /// let a = Stats { delivered: 3, kernel_drops: 1, stream_ns: 50, ..Default::default() };
+    /// let b = Stats { delivered: 4, kernel_drops: 2, stream_ns: 70, ..Default::default() };
+    /// let port = Stats::combined([&a, &b]);
+    /// assert_eq!((port.delivered, port.kernel_drops, port.stream_ns), (7, 3, 70));
+    /// ```
+    pub fn combined<'a>(parts: impl IntoIterator<Item = &'a Stats>) -> Stats {
+        let mut sum = Stats::default();
+        for part in parts {
+            let before: Vec<(&'static str, u64)> = sum.fields().collect();
+            for ((name, have), (_, add)) in before.into_iter().zip(part.fields()) {
+                let v = if name == "stream_ns" {
+                    have.max(add)
+                } else {
+                    have + add
+                };
+                sum.set_field(name, v);
+            }
+            let base = sum.per_thread.len();
+            sum.per_thread
+                .extend(part.per_thread.iter().map(|t| ThreadStats {
+                    thread: base + t.thread,
+                    counts: t.counts,
+                }));
+        }
+        sum
+    }
+
     /// The stream's span in seconds ([`Stats::stream_ns`]).
     pub fn stream_seconds(&self) -> f64 {
         self.stream_ns as f64 * 1e-9

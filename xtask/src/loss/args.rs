@@ -27,11 +27,12 @@ pub fn receivers(netns: bool) -> Vec<String> {
 }
 
 /// The receivers that take a stream of several channels (`--channels`), in table order.
-pub(crate) const MULTI_CHANNEL: [&str; 2] = ["flowgraph-multi", "recvmmsg"];
+pub(crate) const MULTI_CHANNEL: [&str; 3] =
+    ["flowgraph-multi", "flowgraph-multi-inplace", "recvmmsg"];
 
 /// Whether a receiver takes several ports (`--ports`).
 pub(crate) fn takes_ports(name: &str) -> bool {
-    name == "recvmmsg" || name.starts_with("flowgraph-") && name != "flowgraph-multi"
+    name == "recvmmsg" || name.starts_with("flowgraph-") && !name.starts_with("flowgraph-multi")
 }
 
 /// One receiver of the sweep as given: `loss_rx`'s receiver and the options it runs with.

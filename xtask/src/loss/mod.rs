@@ -339,6 +339,7 @@ mod tests {
         assert!(takes_ports("flowgraph-mio") && takes_ports("flowgraph-inplace"));
         assert!(takes_ports("recvmmsg"));
         assert!(!takes_ports("flowgraph-multi") && !takes_ports("engine-mio"));
+        assert!(!takes_ports("flowgraph-multi-inplace"));
         assert!(!takes_ports("inplace") && !takes_ports("futuresdr"));
     }
 

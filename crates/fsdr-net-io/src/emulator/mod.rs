@@ -208,6 +208,25 @@ impl Emulator {
         }
     }
 
+    /// Sends the datagrams of `sizes` laid out one after another in `buf`: as one GSO send
+    /// when all are `full` long.
+    fn send_call(&mut self, buf: &[u8], sizes: &[usize], full: usize) {
+        let result = if sizes.iter().all(|&s| s == full) {
+            self.sender.send_segments(buf, full)
+        } else {
+            let mut parts = Vec::with_capacity(sizes.len());
+            let mut at = 0;
+            for &s in sizes {
+                parts.push(&buf[at..at + s]);
+                at += s;
+            }
+            self.sender.send_datagrams(&parts)
+        };
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "emulator send failed");
+        }
+    }
+
     /// Streams on the calling thread until the sample count or duration is reached or the
     /// stop flag is set.
     pub fn run(mut self) -> Result<EmulatorReport, Error> {
@@ -232,8 +251,11 @@ impl Emulator {
         let full = header + 4 * spp;
         const BATCH: usize = 32;
         let per_call = cfg.packets_per_call();
-        // Room for a batch of every channel plus duplicates and a held-back packet.
-        let mut buf = vec![0u8; full * channels * (2 * BATCH + 2)];
+        // Per channel room for a batch plus duplicates and a held-back packet. Each channel's
+        // packets of a call go out in one send of their own: a GSO send is one datagram to the
+        // receiving kernel until its socket is chosen, so one that mixed channels would reach
+        // the socket of its first datagram's stream (SO_REUSEPORT steering by stream ID).
+        let mut bufs = vec![vec![0u8; full * (2 * BATCH + 2)]; channels];
         let mut pacer = (!cfg.unpaced).then(|| {
             let bytes_per_s = cfg.rate / spp as f64 * full as f64 * channels as f64;
             Pacer::new(bytes_per_s, full * channels * 4.max(per_call))
@@ -250,7 +272,7 @@ impl Emulator {
         let mut sample = 0u64;
         // A packet held back to go after its successor, and its channel.
         let mut held: Option<(usize, Vec<u8>)> = None;
-        let mut sizes: Vec<usize> = Vec::with_capacity(channels * (2 * BATCH + 2));
+        let mut sizes: Vec<Vec<usize>> = vec![Vec::with_capacity(2 * BATCH + 2); channels];
         let mut attempted = 0u64;
         let plan = cfg.context.filter(|_| cfg.format == Format::Vrt);
         // The data packet before which the last context packet went out (1-based).
@@ -265,9 +287,9 @@ impl Emulator {
             })
         };
         'stream: loop {
-            let mut used = 0usize;
+            let mut used = vec![0usize; channels];
             let mut ended = false;
-            sizes.clear();
+            sizes.iter_mut().for_each(Vec::clear);
             if let Some(p) = plan
                 && due(packet + 1)
                 && context_before != packet + 1
@@ -343,7 +365,8 @@ impl Emulator {
                         r.dropped_samples += n as u64;
                         continue;
                     }
-                    let dg = &mut buf[used..used + len];
+                    let (buf, used, sizes) = (&mut bufs[c], &mut used[c], &mut sizes[c]);
+                    let dg = &mut buf[*used..*used + len];
                     if last {
                         framer.frame_end_of_burst(dg, n as u64, 0)
                     } else {
@@ -354,33 +377,34 @@ impl Emulator {
                     r.packets_sent += 1;
                     r.samples_sent += n as u64;
                     if faulty(c) && every(f.reorder_every, packet) && held.is_none() {
-                        held = Some((c, buf[used..used + len].to_vec()));
+                        held = Some((c, buf[*used..*used + len].to_vec()));
                         r.reordered += 1;
                         continue;
                     }
                     sizes.push(len);
-                    used += len;
+                    *used += len;
                     if faulty(c) && every(f.duplicate_every, packet) {
-                        buf.copy_within(used - len..used, used);
+                        buf.copy_within(*used - len..*used, *used);
                         sizes.push(len);
-                        used += len;
+                        *used += len;
                         r.duplicated += 1;
                     }
                     // A held packet goes right after its successor in its own channel.
                     if held.as_ref().is_some_and(|(hc, _)| *hc == c) {
                         let (_, h) = held.take().expect("held");
-                        buf[used..used + h.len()].copy_from_slice(&h);
+                        buf[*used..*used + h.len()].copy_from_slice(&h);
                         sizes.push(h.len());
-                        used += h.len();
+                        *used += h.len();
                     }
                 }
                 sample += n as u64;
             }
-            if used == 0 && !ended {
+            let total: usize = used.iter().sum();
+            if total == 0 && !ended {
                 // Every packet of this call was dropped or held back by a fault.
                 continue 'stream;
             }
-            if used == 0 {
+            if total == 0 {
                 if let Some((_, h)) = held.take() {
                     // The stream ended right after a held packet: it goes last.
                     attempted += 1;
@@ -390,24 +414,14 @@ impl Emulator {
                 }
                 break 'stream;
             }
-            attempted += sizes.len() as u64;
+            attempted += sizes.iter().map(|s| s.len() as u64).sum::<u64>();
             if let Some(p) = pacer.as_mut() {
-                p.acquire(used);
+                p.acquire(total);
             }
-            let all_full = sizes.iter().all(|&s| s == full);
-            let result = if all_full {
-                self.sender.send_segments(&buf[..used], full)
-            } else {
-                let mut parts = Vec::with_capacity(sizes.len());
-                let mut at = 0;
-                for &s in &sizes {
-                    parts.push(&buf[at..at + s]);
-                    at += s;
+            for ((buf, sizes), &used) in bufs.iter().zip(&sizes).zip(&used) {
+                if used > 0 {
+                    self.send_call(&buf[..used], sizes, full);
                 }
-                self.sender.send_datagrams(&parts)
-            };
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "emulator send failed");
             }
         }
         r.send_errors = attempted - self.sender.stats().datagrams;

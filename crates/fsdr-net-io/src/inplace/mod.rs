@@ -95,6 +95,7 @@ use crate::{Error, sys};
 
 mod ahead;
 mod copying;
+mod group;
 mod layout;
 mod probe;
 mod receiver;
@@ -264,6 +265,12 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
     }
 
     fn open(cfg: InPlaceConfig<T>, inline: bool) -> Result<Self, Error> {
+        Self::open_as(cfg, inline, group::Member::default())
+    }
+
+    /// Starts a receiver on `member`'s socket and notifier (a group's, [`group`]) or on its
+    /// own.
+    fn open_as(cfg: InPlaceConfig<T>, inline: bool, member: group::Member) -> Result<Self, Error> {
         let InPlaceConfig {
             engine: ecfg,
             decoder,
@@ -292,7 +299,10 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
         let cpu_latency = crate::cpu_latency::request(ecfg.cpu_latency)?;
         let addr = ecfg.socket.bind;
         let sock_err = |source| Error::Socket { addr, source };
-        let opened = crate::socket::open_socket(&ecfg.socket, false).map_err(sock_err)?;
+        let opened = match member.socket {
+            Some(opened) => opened,
+            None => crate::socket::open_socket(&ecfg.socket, false).map_err(sock_err)?,
+        };
         let socket = opened.socket;
         socket.set_nonblocking(false).map_err(sock_err)?;
         let stop_socket = socket.try_clone().map_err(sock_err)?;
@@ -306,7 +316,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
         let engine = Arc::new(Shared {
             pools: Vec::new(),
             counters: Counters::new(1),
-            notify: Arc::new(Notify::new()),
+            notify: member.notify.unwrap_or_else(|| Arc::new(Notify::new())),
             stop: AtomicBool::new(false),
             format: ecfg.format,
             filter: ecfg.socket.filter.clone(),
@@ -334,6 +344,9 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             rx.poll_ns = 0;
         }
         rx.xdp = xdp;
+        if let Some(id) = member.stream {
+            rx.stream = Some(Some(id));
+        }
         let runner = if inline {
             Runner::Inline {
                 rx: Box::new(rx),

@@ -11,7 +11,7 @@
 //! | [`cmsg`] | the bounds-checked control-message iterator and writer |
 //! | [`sockaddr`] | socket addresses from kernel bytes |
 //! | [`sched`] | affinity, SCHED_FIFO, timer slack |
-//! | [`bpf`] | the `SO_REUSEPORT` spreading program |
+//! | [`bpf`] | the `SO_REUSEPORT` programs: spreading one flow, steering streams by ID |
 //! | [`ifaddrs`] | interface addresses |
 //! | [`xsk`] | AF_XDP sockets: UMEM, fill and RX rings, bind, statistics |
 //! | [`ebpf`] | `bpf()`: the XSK map, the XDP program that steers one UDP destination, its link |
@@ -31,7 +31,7 @@ pub mod xsk;
 
 use std::net::SocketAddr;
 
-pub use bpf::{ReuseportSpread, attach_reuseport_cbpf};
+pub use bpf::{ReuseportSpread, StreamIdField, attach_reuseport_by_stream, attach_reuseport_cbpf};
 pub use cmsg::parse_control;
 pub use ifaddrs::{InterfaceAddr, interface_addrs};
 pub use recv::{CONTROL_SPACE, RecvBatch, Wait, readable_within, shutdown_read, socket_drops};
