@@ -159,11 +159,13 @@ fn a_long_coalescing_time_hands_over_whole_buffers() -> Result<()> {
     assert_eq!(items, sent.samples_sent, "{ctx}");
     assert_eq!(breaks, 0, "{ctx}");
     // The first datagram after silence goes at once (adaptive moderation), then full
-    // buffers of 100, and the last one when the stream ends: 32 at most, and one more for
-    // each time a loaded host left the receiver without an empty buffer (`paused`). A
-    // hand-over per burst (the default 50 µs) would be hundreds.
+    // buffers of 100, and the last one when the stream ends: 32, and one more for each time
+    // a loaded host left the receiver without an empty buffer (`paused`) or stalled the
+    // sender long enough to look like silence (then a datagram goes at once again; once in
+    // a full test run); at most twice the buffers. A hand-over per burst (the default
+    // 50 µs) would be hundreds.
     assert!(
-        s.engine.wakeups <= PACKETS / BUFFER_PACKETS + 2 + s.engine.paused,
+        s.engine.wakeups <= 2 * (PACKETS / BUFFER_PACKETS) + 2 + s.engine.paused,
         "wake-ups: {ctx}"
     );
     Ok(())

@@ -161,7 +161,7 @@ counters! {
         received: add, "Datagrams taken from the kernel.";
         bytes: add, "Bytes taken from the kernel.";
         kernel_drops: max, "Datagrams the kernel dropped for a full receive buffer (the socket's counter, SO_MEMINFO, read live); with UDP GRO the kernel counts a dropped coalesced receive once (up to 64 datagrams), and `missed` counts its datagrams from the sequence numbers.";
-        overflow: add, "Datagrams read and dropped because the consumer held every slot (read-and-discard overload policy).";
+        overflow: add, "Datagrams read and dropped because the consumer held every slot or buffer (the read-and-discard overload policy; and at a stop, what the kernel still held for a consumer that held every slot or buffer).";
         truncated: add, "Datagrams larger than a slot (MSG_TRUNC), never delivered as if whole.";
         rejected: add, "Datagrams from senders outside the allow-list.";
         malformed: add, "Datagrams the format parser refused.";

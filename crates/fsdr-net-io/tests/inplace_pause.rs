@@ -9,7 +9,7 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use fsdr_net_io::depacketizer::{DepacketizerConfig, DepacketizerStats};
-use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
+use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver, Progress};
 use fsdr_net_io::sample::{Decoder, WireFormat};
 use fsdr_net_io::{Backend, EngineConfig, Format, Stats};
 
@@ -158,4 +158,52 @@ fn a_late_datagram_that_fills_its_hole_leaves_the_rest_in_place() {
 
 fn seqs(r: std::ops::RangeInclusive<u64>) -> Vec<u64> {
     r.collect()
+}
+
+/// A stop while the consumer holds every buffer and the kernel still holds datagrams: the
+/// stop reads them into memory it throws away and counts them (`overflow`), so that the
+/// counters account for every datagram sent, on a receive thread and inline.
+#[test]
+fn what_the_kernel_holds_at_a_stop_with_every_buffer_taken_is_counted() {
+    const SENT: u64 = 300;
+    for inline in [false, true] {
+        let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        engine.backend = Backend::Recvmmsg;
+        engine.format = Format::Seq64;
+        let cfg = InPlaceConfig {
+            engine,
+            decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
+            depacketizer: DepacketizerConfig::default(),
+            buffers: 1,
+        };
+        let mut rx = if inline {
+            InPlaceReceiver::<u8, Vec<u8>>::start_inline(cfg).unwrap()
+        } else {
+            InPlaceReceiver::<u8, Vec<u8>>::start(cfg).unwrap()
+        };
+        // One buffer of ten datagrams' payloads, never given back.
+        rx.give(vec![0u8; 1000]).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for seq in 0..SENT {
+            let mut dg = seq.to_le_bytes().to_vec();
+            dg.extend_from_slice(&[7u8; 100]);
+            tx.send_to(&dg, rx.local_addr()).unwrap();
+        }
+        // Until the receiver has no buffer left (the filled one is kept, not given back).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut held = Vec::new();
+        loop {
+            assert!(Instant::now() < deadline, "inline {inline}: {}", rx.stats());
+            let progress = rx.receive(Duration::from_millis(20));
+            held.extend(std::iter::from_fn(|| rx.take()));
+            if progress == Progress::NeedBuffers || rx.stats().paused > 0 {
+                break;
+            }
+        }
+        let (stats, _, _) = rx.shutdown();
+        let ctx = format!("inline {inline}: {stats}");
+        assert_eq!(stats.accounted(), SENT, "{ctx}");
+        assert_eq!(stats.received + stats.kernel_drops, SENT, "{ctx}");
+        assert!(stats.overflow > 0, "{ctx}");
+    }
 }

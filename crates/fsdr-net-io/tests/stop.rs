@@ -55,3 +55,68 @@ fn stop_returns_while_a_sender_that_never_pauses_goes_on() {
         assert!(stats.received > 0, "{backend}: {stats}");
     }
 }
+
+/// Datagrams sent to a receiver whose consumer holds every slot: the receive side pauses
+/// (the default policy) and the kernel's queue holds the rest.
+const HELD: u64 = 300;
+
+/// Sends `HELD` seq64 datagrams of 100 payload bytes to `to`, one send each.
+fn send_held(to: std::net::SocketAddr) {
+    let tx = std::net::UdpSocket::bind(if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }).unwrap();
+    for seq in 0..HELD {
+        let mut dg = seq.to_le_bytes().to_vec();
+        dg.extend_from_slice(&[7u8; 100]);
+        tx.send_to(&dg, to).unwrap();
+    }
+}
+
+/// A stop while the consumer holds every slot and the kernel still holds datagrams: the
+/// stop reads them into memory it throws away and counts them (`overflow`: the consumer held
+/// every slot), so that the counters account for every datagram sent — none is freed unseen
+/// when the socket closes. Every backend.
+#[test]
+fn what_the_kernel_holds_at_a_stop_with_every_slot_taken_is_counted() {
+    for &backend in Backend::ALL {
+        let Some(link) = TestLink::for_backend(backend) else {
+            continue;
+        };
+        let mut cfg = link.config();
+        cfg.format = Format::Seq64;
+        cfg.slots = 128;
+        cfg.batch = 8;
+        let engine = match link.receive(|| Engine::start(cfg)) {
+            Ok(e) => e,
+            Err(e) => panic!("{backend}: {e}"),
+        };
+        let to = engine.local_addr();
+        link.send(|| send_held(to));
+        // Until the receive side has filled its slots and stopped reading (what it took
+        // stays the same for a while).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut last = (0, std::time::Instant::now());
+        loop {
+            let now = engine.stats().received;
+            if now != last.0 || now == 0 {
+                last = (now, std::time::Instant::now());
+            } else if last.1.elapsed() > Duration::from_millis(200) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{backend}: {}",
+                engine.stats()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            engine.stats().received < HELD,
+            "{backend}: {}",
+            engine.stats()
+        );
+        let stats = engine.shutdown();
+        let ctx = format!("{backend}: {stats}");
+        assert_eq!(stats.accounted(), HELD, "{ctx}");
+        assert_eq!(stats.received + stats.kernel_drops, HELD, "{ctx}");
+        assert_eq!(stats.delivered, 0, "{ctx}");
+    }
+}

@@ -176,11 +176,13 @@ impl Inline {
     }
 
     /// At stop: takes what is queued without waiting (a sender that never pauses cannot keep
-    /// it going for ever), then reads the final drop count.
+    /// it going for ever; when the consumer holds every slot, into overflow buffers, counted
+    /// as `overflow`), then reads the final drop count.
     pub(crate) fn finish(&mut self) {
         for _ in 0..crate::engine::DRAIN_CALLS {
             match self.reader.read(&mut self.worker, &self.socket, Wait::No) {
                 Ok(Some(true)) => {}
+                Ok(None) if self.worker.pauses() => self.worker.discard_from_now(),
                 _ => break,
             }
         }

@@ -46,8 +46,14 @@ pub(crate) fn recv_batch(
     if slots == 0 && pause {
         return Ok(None);
     }
-    // Pausing: receive only into slots the consumer has room for.
-    let want = if pause { slots } else { batch };
+    // Pausing: receive only into slots the consumer has room for; discarding, the rest of
+    // the batch into overflow buffers, as many as the worker has (a worker made for
+    // single receives, io_uring's, has one when its socket is drained in batches).
+    let want = if pause {
+        slots
+    } else {
+        batch.min(worker.scratch_slots()).max(slots)
+    };
     for i in 0..want {
         let ptr = if i < slots {
             worker.pool().buf_ptr(worker.stash[i])
@@ -78,11 +84,7 @@ pub(crate) fn recv_batch(
     }
     worker.retire_batch(used, |i| consumed[i / 64] >> (i % 64) & 1 == 1);
     // A short batch because the room was short is not a drained socket.
-    Ok(Some(if pause && n == want && want < batch {
-        batch
-    } else {
-        n
-    }))
+    Ok(Some(if n == want && want < batch { batch } else { n }))
 }
 
 /// What one pass of a receive loop did.
@@ -113,6 +115,13 @@ pub(crate) trait ReceiveSide {
     fn wait_for_room(&mut self);
     /// After the last pass: wake the consumer, publish the final counters.
     fn finish(&mut self);
+    /// At a stop with no memory left to receive into (the consumer holds all of it): one
+    /// receive call into memory thrown away, its datagrams counted as `overflow`, so that
+    /// what the kernel still holds is counted, not freed unseen when the socket closes. A
+    /// side that cannot answers `NoRoom`.
+    fn discard_pass(&mut self) -> Pass {
+        Pass::NoRoom
+    }
 }
 
 /// The receive loop of the threads that block in the kernel (the `recvmmsg` and `blocking`
@@ -130,13 +139,23 @@ pub(crate) fn run_loop(side: &mut impl ReceiveSide) {
 }
 
 /// The one rule for stopping: what is queued is still taken, without waiting, for at most
-/// [`DRAIN_CALLS`] passes (a short batch, no room or an empty queue ends it sooner), so that a
-/// sender that never pauses cannot keep the loop alive; then the side finishes. The in-place
+/// [`DRAIN_CALLS`] passes (a short batch or an empty queue ends it sooner), so that a sender
+/// that never pauses cannot keep the loop alive; when the consumer holds every slot, what is
+/// queued is read into memory thrown away and counted (`ReceiveSide::discard_pass`); then
+/// the side finishes. The in-place
 /// receiver run inline on the consumer's thread stops with it too.
 pub(crate) fn drain_and_finish(side: &mut impl ReceiveSide) {
+    let mut discarding = false;
     for _ in 0..DRAIN_CALLS {
-        match side.pass(true) {
+        let pass = if discarding {
+            side.discard_pass()
+        } else {
+            side.pass(true)
+        };
+        match pass {
             Pass::Took { more: true } | Pass::Idle => {}
+            // The consumer holds every slot: the rest is read and counted as dropped.
+            Pass::NoRoom if !discarding => discarding = true,
             Pass::Took { more: false } | Pass::NoRoom | Pass::Drained => break,
         }
     }
@@ -202,6 +221,11 @@ impl ReceiveSide for SocketSide {
     fn finish(&mut self) {
         self.worker.wake(sys::monotonic_ns());
         self.worker.refresh_kernel_drops();
+    }
+
+    fn discard_pass(&mut self) -> Pass {
+        self.worker.discard_from_now();
+        self.pass(true)
     }
 }
 

@@ -204,6 +204,13 @@ impl Worker {
         self.overload == Overload::Pause
     }
 
+    /// From now on, when the consumer holds every slot, read into overflow buffers (counted
+    /// as `overflow`) instead of pausing: at a stop, what the kernel still holds is counted,
+    /// not freed unseen when the socket closes.
+    pub(crate) fn discard_from_now(&mut self) {
+        self.overload = Overload::Discard;
+    }
+
     /// Counts a pause of a backend that waits on its own timer (io_uring), and wakes the
     /// consumer for what is ready.
     #[cfg(feature = "uring")]
@@ -238,6 +245,12 @@ impl Worker {
             self.budget.arrived(0, sys::monotonic_ns());
         }
         signal.paused.store(false, Ordering::Release);
+    }
+
+    /// Overflow buffers the worker has: entries `0..scratch_slots()` of a receive may go to
+    /// [`Worker::scratch_ptr`].
+    pub(crate) fn scratch_slots(&self) -> usize {
+        self.scratch.len() / self.pool.slot_size().max(1)
     }
 
     /// Pointer to overflow buffer `i`.

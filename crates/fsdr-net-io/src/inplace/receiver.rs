@@ -534,6 +534,17 @@ impl<T: Item, B: ItemBuffer<T>> crate::engine::receive::ReceiveSide for Receive<
     fn finish(&mut self) {
         Receive::finish(self);
     }
+
+    fn discard_pass(&mut self) -> Pass {
+        let pass = match self.discard_queued() {
+            Ok(Some(n)) => Pass::Took {
+                more: n == self.batch,
+            },
+            Ok(None) | Err(_) => Pass::Drained,
+        };
+        self.publish();
+        pass
+    }
 }
 
 /// What one [`Receive::step`] did.

@@ -260,6 +260,11 @@ impl ReceiveSide for EpollSide {
         self.worker.wake(sys::monotonic_ns());
         self.worker.refresh_kernel_drops();
     }
+
+    fn discard_pass(&mut self) -> Pass {
+        self.worker.discard_from_now();
+        self.pass(true)
+    }
 }
 
 /// Receives batches until one comes back short (the socket is drained: an edge-triggered

@@ -423,7 +423,13 @@ impl ReceiveSide for Receiver {
     fn pass(&mut self, stopping: bool) -> Pass {
         self.refill();
         if stopping && !self.armed {
-            return Pass::Drained;
+            // Dry (the consumer holds every slot): what the socket still holds is read by
+            // `discard_pass`.
+            return if self.in_ring == 0 {
+                Pass::NoRoom
+            } else {
+                Pass::Drained
+            };
         }
         if !self.armed && self.in_ring > 0 && !stopping {
             self.arm();
@@ -484,6 +490,31 @@ impl ReceiveSide for Receiver {
         }
         self.worker.wake(sys::monotonic_ns());
         self.worker.refresh_kernel_drops();
+    }
+
+    /// With no request armed, the socket is read directly, one datagram a call into an
+    /// overflow buffer (the worker's), and the datagrams counted as `overflow`.
+    fn discard_pass(&mut self) -> Pass {
+        if self.armed {
+            return Pass::Drained;
+        }
+        self.worker.discard_from_now();
+        let mut msgs = sys::RecvBatch::new(self.batch);
+        let w = &mut self.worker;
+        let pass = match super::super::receive::recv_batch(
+            w,
+            &mut msgs,
+            &self.socket,
+            self.batch,
+            sys::Wait::No,
+        ) {
+            Ok(Some(n)) if !w.shut_down => Pass::Took {
+                more: n == self.batch,
+            },
+            Ok(_) | Err(_) => Pass::Drained,
+        };
+        w.publish(sys::monotonic_ns());
+        pass
     }
 }
 

@@ -281,4 +281,10 @@ impl ReceiveSide for XdpSide {
         self.worker.wake(sys::monotonic_ns());
         self.worker.refresh_kernel_drops();
     }
+
+    fn discard_pass(&mut self) -> Pass {
+        // Frames beyond the free slots are taken from the ring and counted as overflow.
+        self.worker.discard_from_now();
+        self.pass(true)
+    }
 }
