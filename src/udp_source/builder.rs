@@ -186,7 +186,8 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.cfg.cpu_latency = Some(max);
         self
     }
-    /// Reorder window in datagrams and how long to wait for a missing one.
+    /// Reorder window in datagrams and how long to wait for a missing one (from the arrival
+    /// that showed it missing).
     pub fn reorder(mut self, window: usize, timeout: Duration) -> Self {
         self.cfg.reorder_window = window;
         self.cfg.reorder_timeout = timeout;

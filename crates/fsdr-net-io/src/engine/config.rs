@@ -204,7 +204,9 @@ pub struct EngineConfig {
     /// half the format's sequence space (7 for VITA-49's 4-bit counter) unless the timestamps
     /// widen it.
     pub reorder_window: usize,
-    /// How long a held datagram waits for a missing predecessor.
+    /// How long a missing datagram is waited for, counted from the arrival that showed it
+    /// missing (a later one): held datagrams wait at most this long after their gap was
+    /// seen, however many gaps are open at once.
     pub reorder_timeout: Duration,
     /// Sequence rules; `None` uses the format's defaults.
     pub seq: Option<SeqConfig>,

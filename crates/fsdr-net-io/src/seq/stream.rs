@@ -21,6 +21,7 @@
 //! assert_eq!(out[2].gap.bytes, Some(6400));
 //! ```
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::extend::Widened;
@@ -155,8 +156,12 @@ pub struct StreamOrder<T> {
     /// Widens a short counter (4 or 16 bits) to 64 bits.
     extender: Option<SeqExtender>,
     reorder: Reorder<Held<T>>,
-    /// Since when datagrams have been held for a missing one.
+    /// Since when the missing datagram waited for now has been missing: when a later one
+    /// first showed its gap.
     held_since: Option<Instant>,
+    /// The gaps still open, oldest first: the sequence number each one starts at and when
+    /// the datagram that showed it came.
+    gaps: VecDeque<(u64, Instant)>,
     last: Option<Last>,
     /// The largest payload released since the stream (re)started.
     nominal: usize,
@@ -180,6 +185,7 @@ impl<T> StreamOrder<T> {
                 },
             ),
             held_since: None,
+            gaps: VecDeque::new(),
             last: None,
             nominal: 0,
             scratch: Vec::new(),
@@ -236,14 +242,13 @@ impl<T> StreamOrder<T> {
     /// Gives up on the oldest missing datagrams until `w` is within the window, as
     /// [`push`](Self::push) would before taking it; appends what that releases to `out`.
     pub fn make_room(&mut self, w: &Widened, out: &mut Vec<Released<T>>) {
-        let expected = self.reorder.tracker().expected();
         let mut scratch = std::mem::take(&mut self.scratch);
         while self.lead(w).is_some_and(|l| l.frames > l.window)
             && self.reorder.flush_oldest(&mut scratch)
         {}
         self.release(&mut scratch, out);
         self.scratch = scratch;
-        self.note_held(expected);
+        self.note_held();
     }
 
     /// The datagrams held for a missing one, in order, to change in place.
@@ -265,7 +270,11 @@ impl<T> StreamOrder<T> {
     /// put back in order by this call.
     pub fn push(&mut self, w: Widened, p: &SeqPacket, item: T, out: &mut Vec<Released<T>>) -> u64 {
         let before = self.reorder.restored();
-        let expected = self.reorder.tracker().expected();
+        // The first number a datagram may carry without showing a gap.
+        let frontier = match self.reorder.furthest() {
+            Some((seq, _)) => Some(seq + 1),
+            None => self.reorder.tracker().expected(),
+        };
         let held = Held {
             item,
             start: w.start,
@@ -279,7 +288,14 @@ impl<T> StreamOrder<T> {
         self.reorder.push(w.ext, held, &mut scratch);
         self.release(&mut scratch, out);
         self.scratch = scratch;
-        self.note_held(expected);
+        if let Some(f) = frontier
+            && !w.restart
+            && w.ext > f
+            && self.reorder.held() > 0
+        {
+            self.gaps.push_back((f, Instant::now()));
+        }
+        self.note_held();
         self.reorder.restored() - before
     }
 
@@ -331,17 +347,26 @@ impl<T> StreamOrder<T> {
         }
     }
 
-    /// Keeps `held_since` the time the oldest missing datagram became the one waited for:
-    /// set when something is first held, and again whenever the expected number moved on
-    /// (`expected` is the tracker's before the call) while datagrams are still held — a
-    /// window passed or a late one came — so that the reorder timeout counts for the gap
-    /// now waited for, not for one decided meanwhile.
-    fn note_held(&mut self, expected: Option<u64>) {
-        if self.reorder.held() == 0 {
+    /// Keeps `held_since` the time the gap waited for now was first seen: the reorder
+    /// timeout of each gap counts from the arrival that showed it, so that several gaps
+    /// held at once (a stall, the end of a stream) are given up one timeout after they
+    /// were seen, not one timeout after another.
+    fn note_held(&mut self) {
+        let expected = self.reorder.tracker().expected();
+        let (Some(e), true) = (expected, self.reorder.held() > 0) else {
+            self.gaps.clear();
             self.held_since = None;
-        } else if self.held_since.is_none() || self.reorder.tracker().expected() != expected {
-            self.held_since = Some(Instant::now());
+            return;
+        };
+        // The gap waited for is the last one seen that starts at or before `e`.
+        while self.gaps.len() > 1 && self.gaps[1].0 <= e {
+            self.gaps.pop_front();
         }
+        if self.gaps.front().is_none_or(|&(start, _)| start > e) {
+            // A gap no arrival showed here (datagrams held across a restart): from now.
+            self.gaps.push_front((e, Instant::now()));
+        }
+        self.held_since = self.gaps.front().map(|&(_, t)| t);
     }
 
     /// Since when datagrams have been held for a missing one.
@@ -360,7 +385,7 @@ impl<T> StreamOrder<T> {
         let any = self.reorder.flush_oldest(&mut scratch);
         self.release(&mut scratch, out);
         self.scratch = scratch;
-        self.held_since = (self.reorder.held() > 0).then(Instant::now);
+        self.note_held();
         any
     }
 
@@ -370,7 +395,7 @@ impl<T> StreamOrder<T> {
         self.reorder.flush_all(&mut scratch);
         self.release(&mut scratch, out);
         self.scratch = scratch;
-        self.held_since = None;
+        self.note_held();
     }
 }
 
@@ -420,10 +445,12 @@ mod tests {
         }
     }
 
-    /// The reorder timeout counts for the gap waited for now: when a window passes and the
-    /// oldest gap is decided while a later one is still open, `held_since` starts again.
+    /// The reorder timeout of each gap counts from the arrival that showed it: when a window
+    /// passes or a wait ends and a later gap becomes the one waited for, `held_since` is when
+    /// that gap was seen — not the time of the decision, which made several gaps held at
+    /// once (a stall, the end of a stream) wait one timeout after another.
     #[test]
-    fn held_since_starts_again_when_the_oldest_gap_is_decided() {
+    fn held_since_is_when_the_gap_waited_for_was_seen() {
         let tracking = Tracking::for_format(Format::Seq64, 1).unwrap();
         let mut order = StreamOrder::<u64>::new(tracking, 4);
         let mut out = Vec::new();
@@ -436,23 +463,50 @@ mod tests {
             let w = order.widen(&p);
             order.push(w, &p, seq, out);
         };
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(2));
         // 2 is missing: 3 is held.
         for seq in [1, 3] {
             push(&mut order, seq, &mut out);
         }
         let first = order.held_since().expect("3 is held");
-        // 4 is missing too; 5 and 6 are held behind it, 7 passes the window for 2.
+        pause();
+        // 4 is missing too: 5 shows it, 6 is held behind it.
+        let seen = Instant::now();
         for seq in [5, 6] {
             push(&mut order, seq, &mut out);
         }
+        let after = Instant::now();
         assert_eq!(order.held_since(), Some(first), "still waiting for 2");
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        let before = Instant::now();
+        pause();
+        // 7 passes the window for 2: 4 is waited for now, since 5 came.
         push(&mut order, 7, &mut out);
         assert_eq!(order.held(), 3, "5, 6 and 7 wait for 4");
+        let since = order.held_since().expect("held");
         assert!(
-            order.held_since().is_some_and(|t| t >= before),
-            "waiting for 4 since now"
+            seen <= since && since <= after,
+            "waiting for 4 since 5 came"
         );
+        // Giving up on 5 (a timeout) with 9 held for 7 and 8: 7 is waited for since 9 came.
+        let mut order = StreamOrder::<u64>::new(tracking, 8);
+        for seq in [4, 6] {
+            push(&mut order, seq, &mut out);
+        }
+        pause();
+        let seen = Instant::now();
+        push(&mut order, 9, &mut out);
+        let after = Instant::now();
+        pause();
+        assert!(order.flush_oldest(&mut out));
+        assert_eq!(order.held(), 1, "9 waits for 7 and 8");
+        let since = order.held_since().expect("held");
+        assert!(
+            seen <= since && since <= after,
+            "waiting for 7 since 9 came"
+        );
+        // Late 7 and 8 end the wait.
+        for seq in [7, 8] {
+            push(&mut order, seq, &mut out);
+        }
+        assert_eq!((order.held(), order.held_since()), (0, None));
     }
 }
