@@ -98,7 +98,8 @@ fn round_trip_n(
                 .wire_format(WireFormat::Plain)
                 .udp_gro(gro)
                 .time_tags(false)
-                .finish_after_idle(Duration::from_millis(500))
+                .finish_after_idle(Duration::from_millis(200)) // the sink sends back to back
+                .first_datagram_within(Duration::from_secs(10))
                 .build()
         })
         .unwrap();

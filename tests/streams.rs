@@ -4,6 +4,8 @@
 //! stream is counted as skipped, on every backend. A reader that stalls loses only its own
 //! stream's data; one that is only late loses nothing.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, Faults, Signal, ramp_index};
@@ -193,8 +195,11 @@ type Samples = Vec<Complex<i16>>;
 /// When a [`Stall`] reader takes nothing.
 #[derive(Clone, Copy)]
 enum Wait {
-    /// Until this instant: a reader that falls far behind.
+    /// Until this instant.
     Until(std::time::Instant),
+    /// Until the sender has sent the whole stream: a reader that falls far behind, however
+    /// slowly a loaded machine sends.
+    UntilSent,
     /// For this long from when data is first there: a reader late once (a scheduling
     /// hiccup), not a slow one.
     AfterData(Duration),
@@ -206,6 +211,8 @@ struct Stall {
     #[input]
     input: DefaultCpuReader<Complex<i16>>,
     wait: Wait,
+    /// Set when the sender is done.
+    sent: Arc<AtomicBool>,
     items: Vec<Complex<i16>>,
 }
 
@@ -221,6 +228,15 @@ impl Kernel for Stall {
             && !self.input.slice().is_empty()
         {
             self.wait = Wait::Until(now + d);
+        }
+        if let Wait::UntilSent = self.wait {
+            if !self.sent.load(Ordering::Acquire) {
+                io.block_on(async {
+                    async_io::Timer::after(Duration::from_millis(10)).await;
+                });
+                return Ok(());
+            }
+            self.wait = Wait::Until(now);
         }
         // Called again on every notification (new data): wait on until the end.
         if let Wait::Until(until) = self.wait
@@ -273,16 +289,20 @@ fn one_of_two_readers_waits(
     emu.samples = Some(n * SPP);
     emu.signal = Signal::Ramp;
     let on_time = Collect::new();
+    let sent = Arc::new(AtomicBool::new(false));
     let waits = Stall {
         input: DefaultCpuReader::default(),
         wait,
+        sent: sent.clone(),
         items: Vec::new(),
     };
     let mut fg = Flowgraph::new();
     connect!(fg, src.outputs[0] > on_time; src.outputs[1] > waits);
     let sender = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
-        Emulator::new(emu).unwrap().run().unwrap()
+        let report = Emulator::new(emu).unwrap().run().unwrap();
+        sent.store(true, Ordering::Release);
+        report
     });
     let fg = Runtime::new().run(fg)?;
     sender.join().unwrap();
@@ -300,21 +320,20 @@ fn is_ramp(items: &[Complex<i16>]) -> bool {
         .all(|(n, s)| ramp_index(s.re, s.im) == n as u32)
 }
 
-/// Review defect 9: one output's reader stalls for a second while its stream goes on; the
+/// Review defect 9: one output's reader stalls until its whole stream was sent; the
 /// other stream loses nothing, the stalled one's drops are counted for it alone and
 /// zero-filled, so its timeline stays exact.
 #[test]
 fn a_stalled_reader_does_not_make_the_other_streams_lose_data() -> anyhow::Result<()> {
     const N: u64 = 4000;
-    let until = std::time::Instant::now() + Duration::from_millis(1000);
     let (stats, fast, slow) = one_of_two_readers_waits(
         N,
         20e6,
-        // A small receive side: what the stalled reader holds back (a second of its
-        // stream) cannot hide in it, while the hold before its backlog starts (1 ms of both
+        // A small receive side: what the stalled reader holds back (its whole stream)
+        // cannot hide in it, while the hold before its backlog starts (1 ms of both
         // streams, about 230 KiB of socket buffer with the kernel's overhead) fits.
         |b| b.zero_fill_missed(true).slots(256).recv_buffer(512 * 1024),
-        Wait::Until(until),
+        Wait::UntilSent,
     )?;
     let ctx = format!("{stats}");
     assert_eq!(

@@ -8,6 +8,8 @@
 //! Without UHD's headers the tests say so and pass, unless `FSDR_NET_REQUIRE_UHD` is set
 //! (`cargo xtask test` sets it once it has installed `libuhd-dev`).
 
+mod examples;
+
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -186,11 +188,7 @@ fn send_later(packets: Vec<Vec<u8>>, to: std::net::SocketAddr) -> std::thread::J
 /// `per_packet` bytes; returns the Complex<f32> it wrote.
 fn through_usrp_rx(payload: &[u8], per_packet: usize, wire: WireFormat) -> Result<Vec<Complex32>> {
     use std::io::{BufRead, BufReader};
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", "usrp_rx"])
-        .status()?;
-    assert!(status.success(), "building usrp_rx");
-    let exe = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/usrp_rx");
+    let exe = examples::example("usrp_rx");
     let out = std::env::temp_dir().join(format!("fsdr-net-uhd-{}-{wire}.fc32", std::process::id()));
     let port = UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
     let listen = format!("127.0.0.1:{port}");

@@ -25,8 +25,12 @@ const EXAMPLES: &[&str] = &[
 pub fn example(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
+        // With the workspace's feature resolution: `cargo xtask test` runs `cargo test
+        // --workspace --all-targets`, which has built these examples already; a build of
+        // this package alone resolves the shared dependencies' features differently and
+        // built FutureSDR and the examples a second time (a minute of CI).
         let mut cargo = Command::new(env!("CARGO"));
-        cargo.args(["build", "--quiet"]);
+        cargo.args(["build", "--quiet", "--workspace"]);
         for e in EXAMPLES {
             cargo.args(["--example", e]);
         }

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use crate::{cargo, report};
 
 /// Seconds each fuzz target runs in `cargo xtask test`.
-pub const SECONDS_IN_TEST: u64 = 15;
+pub const SECONDS_IN_TEST: u64 = 10;
 
 /// The fuzz targets (see `fuzz/fuzz_targets`).
 const TARGETS: &[&str] = &[

@@ -219,6 +219,11 @@ impl TestLink {
         cfg
     }
 
+    /// The backend this link is for.
+    pub fn backend(&self) -> crate::Backend {
+        self.backend
+    }
+
     /// Where a receiver binds: port 0 of loopback, or of the receiving veth end.
     pub fn bind(&self) -> std::net::SocketAddr {
         match &self.pair {

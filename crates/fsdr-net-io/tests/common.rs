@@ -99,3 +99,53 @@ pub fn send(
 pub fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }
+
+/// When a test's stream is over: the emulator thread has ended and a round brought nothing,
+/// and either every datagram it sent is accounted for (the usual end, at once) or nothing
+/// has come for 300 ms (a datagram no counter shows then fails the test's own checks).
+/// What the receiver still holds comes with its shutdown.
+pub struct StreamEnd {
+    sender: Option<std::thread::JoinHandle<fsdr_net_io::emulator::EmulatorReport>>,
+    report: Option<fsdr_net_io::emulator::EmulatorReport>,
+    quiet_since: Option<Instant>,
+}
+
+impl StreamEnd {
+    pub fn new(sender: std::thread::JoinHandle<fsdr_net_io::emulator::EmulatorReport>) -> Self {
+        Self {
+            sender: Some(sender),
+            report: None,
+            quiet_since: None,
+        }
+    }
+
+    /// Whether the stream is over, after a round that brought something (`any`) or not;
+    /// `accounted` reads the receivers' `Stats::accounted` (summed over a group).
+    pub fn over(&mut self, any: bool, accounted: impl FnOnce() -> u64) -> bool {
+        if self.sender.as_ref().is_some_and(|s| s.is_finished()) {
+            let sender = self.sender.take().unwrap();
+            self.report = Some(sender.join().expect("the emulator ends"));
+        }
+        let Some(report) = self.report else {
+            return false;
+        };
+        if any {
+            self.quiet_since = None;
+            return false;
+        }
+        if accounted() >= report.packets_sent + report.duplicated + report.context_sent {
+            return true;
+        }
+        let since = *self.quiet_since.get_or_insert_with(Instant::now);
+        since.elapsed() > Duration::from_millis(300)
+    }
+
+    /// The emulator's report (after [`StreamEnd::over`] said so).
+    pub fn report(self) -> fsdr_net_io::emulator::EmulatorReport {
+        match (self.report, self.sender) {
+            (Some(r), _) => r,
+            (None, Some(s)) => s.join().expect("the emulator ends"),
+            (None, None) => unreachable!(),
+        }
+    }
+}

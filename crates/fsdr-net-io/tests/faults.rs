@@ -4,6 +4,8 @@
 //! counter alone; the sample-count timestamps tell. Every test runs the engine both ways: with
 //! its receive thread and inline (received on the consumer's thread).
 
+mod common;
+
 use std::time::Duration;
 
 use fsdr_net_io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Faults, Signal};
@@ -55,21 +57,23 @@ fn stream_with(
     let sender = std::thread::spawn(move || Emulator::new(emu).unwrap().run().unwrap());
     let header = format.header_len(matches!(format, Format::Chdr | Format::Vrt));
     let mut samples = 0u64;
-    let mut idle = 0;
-    while idle < 3 {
-        match engine.recv_timeout(Duration::from_millis(100)) {
+    let mut end = common::StreamEnd::new(sender);
+    loop {
+        let got = match engine.recv_timeout(Duration::from_millis(20)) {
             Some(d) => {
                 samples += d.payload().len() as u64 / 4;
                 // The stream's last packet ends its burst: in VRT with a trailer word.
                 let trailer = format.trailer_len(d.info().eob);
                 assert_eq!(d.bytes().len() - d.payload().len(), header + trailer);
-                idle = 0;
+                true
             }
-            None if sender.is_finished() => idle += 1,
-            None => {}
+            None => false,
+        };
+        if end.over(got, || engine.stats().accounted()) {
+            break;
         }
     }
-    let report = sender.join().unwrap();
+    let report = end.report();
     (report, engine.shutdown(), samples)
 }
 

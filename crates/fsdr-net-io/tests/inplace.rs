@@ -167,7 +167,7 @@ fn stream_into<T: Item>(
         items.extend_from_slice(&f.buffer[..f.items]);
         f.buffer
     };
-    let mut quiet_since = None;
+    let mut end = common::StreamEnd::new(sender);
     let started = Instant::now();
     loop {
         assert!(
@@ -182,16 +182,11 @@ fn stream_into<T: Item>(
             let b = take(f, &mut items);
             rx.give(b).unwrap();
         }
-        if sender.is_finished() && !any {
-            let since = *quiet_since.get_or_insert(Instant::now());
-            if since.elapsed() > Duration::from_millis(300) {
-                break;
-            }
-        } else {
-            quiet_since = None;
+        if end.over(any, || rx.stats().accounted()) {
+            break;
         }
     }
-    let sent = sender.join().unwrap();
+    let sent = end.report();
     let (stats, dp, rest) = rx.shutdown();
     for f in rest {
         take(f, &mut items);

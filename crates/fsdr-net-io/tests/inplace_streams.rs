@@ -5,6 +5,8 @@
 //! datagram, a gap in one stream is that stream's alone, and a datagram of no stream asked
 //! for is counted `skipped` by the first receiver.
 
+mod common;
+
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
@@ -72,7 +74,7 @@ fn drain(
     };
     let notify = rxs[0].notifier();
     let started = Instant::now();
-    let mut quiet_since = None;
+    let mut end = common::StreamEnd::new(sender);
     loop {
         assert!(
             started.elapsed() < Duration::from_secs(60),
@@ -87,16 +89,11 @@ fn drain(
                 rx.give(b).unwrap();
             }
         }
-        if sender.is_finished() && !any {
-            let since = *quiet_since.get_or_insert(Instant::now());
-            if since.elapsed() > Duration::from_millis(300) {
-                break;
-            }
-        } else {
-            quiet_since = None;
+        if end.over(any, || rxs.iter().map(|rx| rx.stats().accounted()).sum()) {
+            break;
         }
     }
-    let sent = sender.join().unwrap();
+    let sent = end.report();
     let outs = rxs
         .into_iter()
         .zip(outs)

@@ -6,6 +6,8 @@
 //! every count the emulator's, and a clean stream needs no other copy.
 //! Needs root (`FSDR_NET_REQUIRE_NETNS` makes a skip a failure).
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -89,7 +91,7 @@ fn stream(
         std::thread::sleep(Duration::from_millis(200));
     }
     let mut items = Vec::new();
-    let mut quiet_since = None;
+    let mut end = common::StreamEnd::new(sender);
     let started = Instant::now();
     loop {
         assert!(
@@ -104,16 +106,11 @@ fn stream(
             items.extend_from_slice(&f.buffer[..f.items]);
             rx.give(f.buffer).unwrap();
         }
-        if sender.is_finished() && !any {
-            let since = *quiet_since.get_or_insert(Instant::now());
-            if since.elapsed() > Duration::from_millis(300) {
-                break;
-            }
-        } else {
-            quiet_since = None;
+        if end.over(any, || rx.stats().accounted()) {
+            break;
         }
     }
-    let sent = sender.join().unwrap();
+    let sent = end.report();
     let (stats, dp, rest) = rx.shutdown();
     for f in rest {
         items.extend_from_slice(&f.buffer[..f.items]);
