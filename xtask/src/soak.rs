@@ -49,8 +49,10 @@ pub fn soak(minutes: f64, rate: &str, backend: &str, build: Build) -> Result<()>
             &["build", "--release", "--example", "usrp_rx"],
             "target/release/examples/usrp_rx",
         ),
+        // With the workspace's features, as the test suite built it (this package alone
+        // resolves them differently: FutureSDR again, most of a minute).
         Build::Debug => (
-            &["build", "--example", "usrp_rx"],
+            &["build", "--workspace", "--example", "usrp_rx"],
             "target/debug/examples/usrp_rx",
         ),
     };
