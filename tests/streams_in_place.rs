@@ -90,6 +90,54 @@ fn each_channel_arrives_whole_in_its_own_output_without_a_copy() -> Result<()> {
     Ok(())
 }
 
+/// A channel no output asked for reaches the first output's receiver and is counted per
+/// stream key, as `MultiUdpSource` counts it.
+#[test]
+fn a_channel_no_output_asked_for_is_counted_by_its_key() -> Result<()> {
+    futuresdr::runtime::config::set("ctrlport_enable", false);
+    const N: u64 = 200;
+    for format in [Format::Chdr, Format::Vrt] {
+        let ids = [channel_stream_id(format, 0), channel_stream_id(format, 1)];
+        let src = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+            .format(format)
+            .wire_format(WireFormat::Sc16Chdr)
+            .time_tags(false)
+            .stats_interval(None)
+            .finish_after_idle(Duration::from_millis(300))
+            .first_datagram_within(Duration::from_secs(10))
+            .build_streams_in_place(ids.map(StreamSelector::Id))?;
+        let mut emu = EmulatorConfig::new(src.local_addr(), format);
+        emu.rate = 10e6;
+        emu.spp = Some(SPP as usize);
+        emu.samples = Some(N * SPP);
+        emu.wire = WireFormat::Sc16Chdr;
+        emu.channels = 3;
+        let (a, b) = (Check::new(false), Check::new(false));
+        let mut fg = Flowgraph::new();
+        connect!(fg, src.outputs[0] > a; src.outputs[0] < a; src.outputs[1] > b; src.outputs[1] < b);
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            Emulator::new(emu).unwrap().run().unwrap()
+        });
+        let fg = Runtime::new().run(fg)?;
+        sender.join().unwrap();
+        let s = fg.block(&src)?.stats();
+        let ctx = format!("{format}\n{s}");
+        assert_eq!(s.engine.skipped, N, "{ctx}");
+        let third = format!("id {} from 127.0.0.1:", channel_stream_id(format, 2));
+        let keys: Vec<_> = s.skipped_by_stream.iter().collect();
+        assert!(
+            matches!(keys[..], [(k, &n)] if k.starts_with(&third) && n == N),
+            "{ctx}"
+        );
+        let Pmt::MapStrPmt(m) = s.to_pmt() else {
+            panic!("{ctx}")
+        };
+        assert_eq!(m.get(&format!("skipped.{}", keys[0].0)), Some(&Pmt::U64(N)));
+    }
+    Ok(())
+}
+
 #[test]
 fn selectors_the_kernel_cannot_steer_by_are_refused() {
     let builder = || {

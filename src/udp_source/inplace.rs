@@ -228,6 +228,8 @@ pub(super) struct Lane<T: Item> {
     buffer_items: usize,
     /// Buffers the receive thread had no room for yet.
     spare: Vec<circuit::Buffer<T>>,
+    /// The receiver's counters, also after it shut down.
+    handle: fsdr_net_io::StatsHandle,
 }
 
 /// What [`Lane::hand_down`] leaves to the block: the messages of a filled buffer.
@@ -241,10 +243,22 @@ pub(super) struct HandedDown {
 impl<T: Item> Lane<T> {
     pub(super) fn new(rx: InPlaceReceiver<T, OutBuf<T>>, buffer_items: usize) -> Self {
         Self {
+            handle: rx.stats_handle(),
             rx: Some(rx),
             buffer_items,
             spare: Vec::new(),
         }
+    }
+
+    /// Datagrams of other streams the receiver skipped, per stream key (live, and final
+    /// after the shutdown).
+    pub(super) fn skipped_by_stream(&self) -> impl Iterator<Item = (String, u64)> + use<T> {
+        self.handle.skipped_by_stream().into_iter().map(|(k, n)| {
+            (
+                fsdr_net_io::StreamSelector::key_of(k.stream_id, k.source),
+                n,
+            )
+        })
     }
 
     /// Every counter of the receiver (default once it is shut down).

@@ -26,8 +26,9 @@ use super::{
 /// gap, time, end-of-burst and context tags and counters; a late reader of one output holds
 /// up only its own stream (its receiver stops reading and its socket's buffer absorbs).
 /// Datagrams of any other stream go to the first output's receiver and are counted in its
-/// `skipped` (the engine counters of [`MultiSourceStats::engine`]; not named per stream, as
-/// [`MultiUdpSource`](crate::MultiUdpSource) does). Built with
+/// `skipped` (the engine counters of [`MultiSourceStats::engine`]) and per stream in
+/// [`MultiSourceStats::skipped_by_stream`], as [`MultiUdpSource`](crate::MultiUdpSource)
+/// counts them. Built with
 /// [`UdpSourceBuilder::build_streams_in_place`](crate::UdpSourceBuilder::build_streams_in_place):
 /// CHDR or VRT, [`StreamSelector::Id`], `recvmmsg`, no UDP GRO.
 ///
@@ -141,13 +142,22 @@ impl<T: Item> MultiInPlaceUdpSource<T> {
         if let Some(s) = &self.final_stats {
             return s.clone();
         }
-        Self::stats_of(&self.selectors, self.lanes.iter().map(Lane::stats))
+        Self::stats_of(
+            &self.selectors,
+            &self.lanes,
+            self.lanes.iter().map(Lane::stats),
+        )
     }
 
     fn stats_of(
         selectors: &[StreamSelector],
+        lanes: &[Lane<T>],
         each: impl IntoIterator<Item = super::SourceStats>,
     ) -> MultiSourceStats {
+        let mut skipped_by_stream = std::collections::BTreeMap::new();
+        for (key, n) in lanes.iter().flat_map(Lane::skipped_by_stream) {
+            *skipped_by_stream.entry(key).or_default() += n;
+        }
         let each: Vec<_> = each.into_iter().collect();
         MultiSourceStats {
             engine: Stats::combined(each.iter().map(|s| &s.engine)),
@@ -162,7 +172,7 @@ impl<T: Item> MultiInPlaceUdpSource<T> {
                     stream: s.stream,
                 })
                 .collect(),
-            skipped_by_stream: Default::default(),
+            skipped_by_stream,
         }
     }
 
@@ -197,7 +207,7 @@ impl<T: Item> MultiInPlaceUdpSource<T> {
             }
             each.push(stats);
         }
-        self.final_stats = Some(Self::stats_of(&self.selectors, each));
+        self.final_stats = Some(Self::stats_of(&self.selectors, &self.lanes, each));
         Ok(())
     }
 }

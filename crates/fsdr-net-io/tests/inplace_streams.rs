@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ use fsdr_net_io::emulator::{
 use fsdr_net_io::format::DataHeader;
 use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
 use fsdr_net_io::sample::{Decoder, WireFormat};
-use fsdr_net_io::{Backend, EngineConfig, Error, Format, Stats};
+use fsdr_net_io::{Backend, EngineConfig, Error, Format, Stats, StreamKey};
 use num_complex::Complex;
 
 const SPP: u64 = 100;
@@ -257,6 +258,7 @@ fn a_datagram_of_no_stream_asked_for_is_skipped_by_the_first_receiver() {
                 }
             }
         }
+        let handles: Vec<_> = rxs.iter().map(|rx| rx.stats_handle()).collect();
         let stats: Vec<Stats> = rxs.into_iter().map(|rx| rx.shutdown().0).collect();
         let ctx = format!("{format}: {} / {}", stats[0], stats[1]);
         assert_eq!(
@@ -264,6 +266,15 @@ fn a_datagram_of_no_stream_asked_for_is_skipped_by_the_first_receiver() {
             (foreign.len() as u64, 0),
             "{ctx}"
         );
+        // Named per stream: two of stream 5, and in VRT one without a stream ID.
+        let source = tx.local_addr().unwrap();
+        let key = |stream_id| StreamKey { source, stream_id };
+        let mut want = HashMap::from([(key(Some(5)), 2)]);
+        if format == Format::Vrt {
+            want.insert(key(None), 1);
+        }
+        assert_eq!(handles[0].skipped_by_stream(), want, "{ctx}");
+        assert!(handles[1].skipped_by_stream().is_empty(), "{ctx}");
         assert_eq!((stats[1].skipped, stats[1].delivered), (0, 3), "{ctx}");
         let port = Stats::combined(&stats);
         assert_eq!(port.received, foreign.len() as u64 + 3, "{ctx}");

@@ -114,6 +114,9 @@ pub(crate) struct Shared {
     pub(crate) resume: Vec<ResumeSignal>,
     /// A second descriptor of each receive socket, to read its drop counter at any time.
     pub(crate) probes: Vec<Socket>,
+    /// Datagrams of other streams an in-place receiver skipped, per stream (an engine
+    /// delivers every stream: empty there).
+    pub(crate) skipped_streams: std::sync::Mutex<std::collections::HashMap<StreamKey, u64>>,
 }
 
 impl Shared {
@@ -234,6 +237,7 @@ impl Engine {
                 .map(|_| ResumeSignal::default())
                 .collect(),
             probes,
+            skipped_streams: Default::default(),
         });
         let launched = if inline {
             Inline::new(&cfg, shared.clone(), sockets, receiver_ends)
@@ -416,6 +420,58 @@ impl StatsHandle {
     /// A snapshot of every counter.
     pub fn snapshot(&self) -> Stats {
         self.0.snapshot()
+    }
+
+    /// The datagrams of other streams an in-place receiver counted `skipped`, per stream
+    /// (sender and stream ID): what reached a receiver of one stream and was not its own.
+    /// Empty for an [`Engine`], which delivers every stream. Final once the receiver has
+    /// shut down (the handle outlives it).
+    ///
+    /// ```
+    /// use fsdr_net_io::depacketizer::DepacketizerConfig;
+    /// use fsdr_net_io::format::{DataHeader, Format};
+    /// use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
+    /// use fsdr_net_io::sample::{Decoder, WireFormat};
+    /// use fsdr_net_io::{Backend, EngineConfig, StreamKey};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    /// engine.backend = Backend::Recvmmsg;
+    /// engine.format = Format::Vrt;
+    /// let cfg = InPlaceConfig {
+    ///     engine,
+    ///     decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
+    ///     depacketizer: DepacketizerConfig::default(),
+    ///     buffers: 1,
+    /// };
+    /// let mut rx = InPlaceReceiver::<u8, Vec<u8>>::start(cfg).unwrap();
+    /// rx.give(vec![0u8; 4096]).unwrap();
+    /// let stats = rx.stats_handle();
+    /// // Stream 7 comes first and is the receiver's; then a datagram of stream 9.
+    /// let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    /// for (seq, id) in [(0, 7), (0, 9)] {
+    ///     let h = DataHeader { seq, stream_id: Some(id), ..Default::default() };
+    ///     let mut dg = vec![0u8; h.header_len(Format::Vrt) + 100];
+    ///     Format::Vrt.emit_header(&mut dg, &h).unwrap();
+    ///     tx.send_to(&dg, rx.local_addr()).unwrap();
+    /// }
+    /// let start = Instant::now();
+    /// while stats.snapshot().skipped == 0 && start.elapsed() < Duration::from_secs(10) {
+    ///     rx.receive(Duration::from_millis(10));
+    ///     while let Some(f) = rx.take() {
+    ///         rx.give(f.buffer).unwrap();
+    ///     }
+    /// }
+    /// rx.shutdown();
+    /// let key = StreamKey { source: tx.local_addr().unwrap(), stream_id: Some(9) };
+    /// assert_eq!(stats.skipped_by_stream().get(&key), Some(&1));
+    /// ```
+    pub fn skipped_by_stream(&self) -> std::collections::HashMap<StreamKey, u64> {
+        self.0
+            .skipped_streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 

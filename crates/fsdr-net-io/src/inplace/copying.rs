@@ -48,6 +48,18 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         if info.class != PacketClass::Data || other_stream {
             self.counts.skipped += 1;
+            if other_stream {
+                let key = crate::StreamKey {
+                    // Unknown only where the kernel gave no address: 0.0.0.0:0, as the
+                    // engine's metadata says then.
+                    source: meta.source.unwrap_or(([0, 0, 0, 0], 0).into()),
+                    stream_id: info.stream_id,
+                };
+                let engine = &self.shared.engine;
+                let mut by_stream = engine.skipped_streams.lock();
+                let by_stream = by_stream.as_mut().unwrap_or_else(|e| e.get_mut());
+                *by_stream.entry(key).or_default() += 1;
+            }
             self.spare.push(bytes);
             return;
         }

@@ -322,6 +322,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             filter: ecfg.socket.filter.clone(),
             resume: vec![ResumeSignal::default()],
             probes: vec![probe],
+            skipped_streams: Default::default(),
         });
         let shared = Arc::new(InShared {
             engine,
