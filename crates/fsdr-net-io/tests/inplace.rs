@@ -87,6 +87,10 @@ fn engine_config(mode: Mode, format: Format) -> EngineConfig {
     engine.backend = Backend::Recvmmsg;
     engine.format = format;
     engine.socket.gro = mode.gro;
+    // Counting, not timing, is under test: a sender thread descheduled for a few ms on a
+    // loaded machine (ASan, tests in parallel) must not turn a reordered datagram into a
+    // missed and a late one, as the 5 ms default let it once.
+    engine.reorder_timeout = Duration::from_millis(100);
     if mode.poll {
         engine.poll_interval = Some(Duration::from_micros(500));
     }
