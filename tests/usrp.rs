@@ -189,6 +189,43 @@ fn reorders_and_duplicates_are_counted_and_the_ramp_stays_continuous() {
     assert_eq!(u(&rx, "received"), u(&sim, "samples_sent"));
 }
 
+/// Ticks coarser than a sample (an X410 channel's 491.52 Msps stamped at 200 MHz: 0.41 ticks
+/// a sample), with the rates given to the receiver as a user gives them. Before, the
+/// configured ratio took every second or third packet for a restart (`usrp_rx --rate
+/// 491.52e6`: 96 150 resyncs in a second), and a loss there was counted by no counter. Now
+/// every fault is counted once and every lost sample is missed.
+#[test]
+fn ticks_coarser_than_a_sample_are_counted_exactly() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut sim = Command::new(example("usrp_sim"));
+    sim.args(["--dest", &listen, "--rate", "491.52e6", "--signal", "ramp"])
+        .args(["--samples", "4e6", "--drop-every", "97"])
+        .args(["--reorder-every", "50", "--duplicate-every", "70"]);
+    let (rx, sim) = run_pair(
+        &listen,
+        &["--rate", "491.52e6", "--reorder-timeout-ms", "100"],
+        sim,
+    );
+    assert_eq!(u(&rx, "kernel_drops") + u(&rx, "overflow"), 0, "{rx}");
+    assert_eq!(u(&rx, "resyncs"), 0, "{rx}");
+    assert_eq!(u(&rx, "missed"), u(&sim, "dropped"), "{rx} {sim}");
+    assert_eq!(
+        u(&rx, "missed_samples"),
+        u(&sim, "dropped_samples"),
+        "{rx} {sim}"
+    );
+    assert_eq!(u(&rx, "received"), u(&sim, "samples_sent"), "{rx} {sim}");
+    // The ramp: every zero and every gap seen, nothing else.
+    assert_eq!(
+        u(&rx, "discontinuities"),
+        u(&rx, "missed_samples") + u(&rx, "missed"),
+        "{rx}"
+    );
+    assert_eq!(u(&rx, "duplicates"), u(&sim, "duplicated"), "{rx} {sim}");
+    assert_eq!(u(&rx, "reordered"), u(&sim, "reordered"), "{rx} {sim}");
+    assert_eq!(u(&rx, "late") + u(&rx, "ambiguous"), 0, "{rx}");
+}
+
 #[test]
 fn a_restart_is_one_resync() {
     let (rx, sim) = pair(

@@ -44,6 +44,16 @@ fn run(
     (items, tags)
 }
 
+/// The time tags among `tags`: (item, ticks).
+fn time_tags(tags: &[(usize, TagKind)]) -> Vec<(usize, u64)> {
+    tags.iter()
+        .filter_map(|(i, t)| match t {
+            TagKind::Time(rx) => Some((*i, rx.ticks)),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn gap_zero_fill_and_tags_are_the_same_in_any_output_size() {
     let a = bytes(&[1, 2, 3]);
@@ -191,17 +201,43 @@ fn time_tags_at_start_after_gaps_and_jumps_and_identical_when_staged() {
     for room in [1usize, 3, 5, 64] {
         let mut dp = Depacketizer::new(Decoder::new(WireFormat::Plain).unwrap(), cfg.clone());
         let (_, tags) = run(&mut dp, &dgs, room);
-        let times: Vec<(usize, u64)> = tags
-            .iter()
-            .filter_map(|(i, t)| match t {
-                TagKind::Time(rx) => Some((*i, rx.ticks)),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(times, [(0, 100), (12, 1000)], "room {room}");
+        assert_eq!(time_tags(&tags), [(0, 100), (12, 1000)], "room {room}");
         reference.get_or_insert(tags.clone());
         assert_eq!(Some(&tags), reference.as_ref());
     }
+}
+
+/// Ticks coarser than an item (491.52 Msps stamped by a 200 MHz clock, 0.41 ticks an item):
+/// consecutive stamps, each rounded to a whole tick, are up to a tick off from where the
+/// items put them. That is no discontinuity — the time tag is on the first item only, not on
+/// every other datagram — while a jump of a few ticks is one.
+#[test]
+fn ticks_coarser_than_an_item_tag_only_real_jumps() {
+    let p = bytes(&[7; 1996]);
+    let tpi = 200e6 / 491.52e6;
+    let mut dgs: Vec<DatagramIn<'_>> = (0..200u64)
+        .map(|k| {
+            let mut d = DatagramIn::new(&p);
+            d.timestamp = Some(Timestamp::Ticks((k as f64 * 1996.0 * tpi).round() as u64));
+            d
+        })
+        .collect();
+    // Four ticks later than the items say, without a gap.
+    for d in &mut dgs[150..] {
+        if let Some(Timestamp::Ticks(t)) = d.timestamp.as_mut() {
+            *t += 4;
+        }
+    }
+    let jumped = (150.0 * 1996.0 * tpi).round() as u64 + 4;
+    let cfg = DepacketizerConfig {
+        tick_rate: Some(200e6),
+        ticks_per_item: Some(tpi),
+        ..Default::default()
+    };
+    let mut dp = Depacketizer::new(Decoder::new(WireFormat::Plain).unwrap(), cfg);
+    let (items, tags) = run(&mut dp, &dgs, 4096);
+    assert_eq!(items.len(), 200 * 1996);
+    assert_eq!(time_tags(&tags), [(0, 0), (150 * 1996, jumped)]);
 }
 
 #[test]

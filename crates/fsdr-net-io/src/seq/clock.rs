@@ -85,6 +85,25 @@ impl Ratio {
     /// numbers in practice (200e6, 30.72e6, 491.52e6); a rate with up to six decimals is
     /// scaled to an integer first; anything else goes through [`Ratio::from_f64`].
     pub fn of_rates(a: f64, b: f64) -> Option<Self> {
+        // Receivers read every timestamp with the stream's rates: the last answer is kept
+        // per thread (the function is pure), which saves the search and the gcd's
+        // divisions on every packet.
+        thread_local! {
+            static LAST: std::cell::Cell<Option<(u64, u64, Option<Ratio>)>> =
+                const { std::cell::Cell::new(None) };
+        }
+        let key = (a.to_bits(), b.to_bits());
+        if let Some((x, y, r)) = LAST.get()
+            && (x, y) == key
+        {
+            return r;
+        }
+        let r = Self::of_rates_uncached(a, b);
+        LAST.set(Some((key.0, key.1, r)));
+        r
+    }
+
+    fn of_rates_uncached(a: f64, b: f64) -> Option<Self> {
         if !(a.is_finite() && b.is_finite() && a > 0.0 && b > 0.0) {
             return None;
         }
@@ -192,13 +211,51 @@ impl Ratio {
     }
 
     /// Compares `ticks` with `units × self` and says whether they agree within what a
-    /// sender's rounding can explain: less than one tick, and less than half a unit (so a
-    /// jump of one unit is never taken for rounding).
+    /// sender's rounding can explain: less than one tick, and, where stamps
+    /// [invert exactly](Self::inverts_exactly), less than half a unit (so a jump of one unit
+    /// is never taken for rounding). Where a tick is longer than that (491.52 Msps stamped
+    /// at 200 MHz: 0.41 ticks a sample), two rounded stamps are up to a tick apart from
+    /// where the units put them, and a jump shorter than a tick cannot be told from that.
+    ///
+    /// ```
+    /// use fsdr_net_io::seq::Ratio;
+    ///
+    /// // 200 MHz ticks, 491.52 Msps: 1996 samples are 812.17 ticks, stamped 812 or 813.
+    /// let tpi = Ratio::of_rates(200e6, 491.52e6).unwrap();
+    /// assert!(tpi.agrees(812, 1996) && tpi.agrees(813, 1996));
+    /// assert!(!tpi.agrees(814, 1996));
+    /// ```
     pub fn agrees(&self, ticks: i128, units: i128) -> bool {
-        // |ticks × den − units × num| < min(den, num / 2), all times 2 to stay integral.
+        // |ticks × den − units × num| < min(den, num / 2) (or < den), all times 2 to stay
+        // integral.
         let dev = (ticks * i128::from(self.den) - units * i128::from(self.num)).abs();
-        let tol2 = (2 * i128::from(self.den)).min(i128::from(self.num));
+        let tol2 = if self.inverts_exactly() {
+            (2 * i128::from(self.den)).min(i128::from(self.num))
+        } else {
+            2 * i128::from(self.den)
+        };
         2 * dev < tol2
+    }
+
+    /// Whether stamps rounded to whole ticks give every distance in units back exactly
+    /// ([`units_rounded`](Self::units_rounded) of the difference of two stamps): where a
+    /// unit is a whole number of ticks, or more than two ticks. Otherwise a distance is
+    /// known within [`units_per_tick_ceil`](Self::units_per_tick_ceil) units.
+    ///
+    /// ```
+    /// use fsdr_net_io::seq::Ratio;
+    ///
+    /// assert!(Ratio::of_rates(200e6, 30.72e6).unwrap().inverts_exactly()); // 6.5 ticks
+    /// assert!(!Ratio::of_rates(200e6, 491.52e6).unwrap().inverts_exactly()); // 0.41
+    /// ```
+    pub fn inverts_exactly(&self) -> bool {
+        self.den == 1 || u128::from(self.num) > 2 * u128::from(self.den)
+    }
+
+    /// The units one tick spans, rounded up (`⌈den / num⌉`): how far apart from the truth
+    /// the distance between two rounded stamps can put two positions.
+    pub fn units_per_tick_ceil(&self) -> u64 {
+        self.den.div_ceil(self.num)
     }
 }
 
@@ -354,8 +411,11 @@ impl RateEstimate {
         if let Some(e) = self.estimate {
             let want = i128::from(e.num) * i128::from(bytes);
             let got = i128::from(ticks) * i128::from(e.den);
-            let tol = i128::from(e.den) + want / 100;
-            if (want - got).abs() > tol {
+            // |want − got| > den + ⌊want / 100⌋ without the division (a library call for
+            // 128 bits, on every packet): with excess = |want − got| − den, that is
+            // excess ≥ 1 and want < 100 × excess.
+            let excess = (want - got).abs() - i128::from(e.den);
+            if excess > 0 && want < excess.saturating_mul(100) {
                 self.run = None;
                 return false;
             }

@@ -14,6 +14,7 @@
 //! |---|---|---|---|---|---|---|---|
 //! | seq64, seq+size | 64 bits | none | exact (up to 2^20 frames; beyond: resync) | within the window; later: late | exact (history of 1024) | first number (1) out of turn, or 4 in a row far behind | never |
 //! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it | within the window | exact | counter and time disagree | exact |
+//! | CHDR, ticks longer than half a sample (491.52 Msps at 200 MHz) | 16 bits | ticks, each stamp up to half a tick off | counted exactly, any length; sized as lost × largest payload; a count the time raised past the counter's flagged `ambiguous` | within the window | exact | counter and time disagree by more than the rounding; 0 within ⌈samples per tick⌉·2 + 1 of the wrap is taken for a loss | exact |
 //! | CHDR without timestamps | 16 bits | none | exact below 32768 packets; sized as lost × largest payload | within the window | exact | 0 out of turn, except within 1024 ahead (the wrap); one receive thread only (with several, packets far behind are late) | exact |
 //! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length | within the window (≤ 7) | exact | counter and time disagree | exact |
 //! | VRT, integer seconds + sample count | 4 bits | with the sample rate ([`StreamClock`]) | as above; without the rate: as without time | | | | |
@@ -33,9 +34,13 @@
 //!   are new data after a long loss: delivered, counted `ambiguous`.
 //! - **Lost items**: from the timestamps where usable; otherwise lost packets × the largest
 //!   payload since the stream (re)started.
-//! - A timestamp is exact to the item when ticks per item is an integer or at least 2
-//!   (every UHD and DIFI configuration); between 1 and 2, a receiver that joins mid-stream
-//!   can be one item off.
+//! - A timestamp is exact to the item when ticks per item is an integer or more than 2
+//!   ([`Ratio::inverts_exactly`]). Otherwise (ticks longer than half an item: an X410
+//!   channel at 491.52 Msps stamped at 200 MHz) a sender's stamps, rounded to whole ticks,
+//!   put positions within ⌈items per tick⌉ ([`Ratio::units_per_tick_ceil`]) of the truth:
+//!   the time still places every packet and counts every loss, but a loss is sized from the
+//!   packets missed, time jumps shorter than two ticks are not seen, and a time tag is due
+//!   where consecutive stamps are a tick or more from where the items put them.
 //!
 //! ```
 //! use fsdr_net_io::seq::{SeqConfig, SeqEvent, SeqTracker};

@@ -36,7 +36,9 @@ pub struct Gap {
     /// Frames missing before this datagram.
     pub frames: u64,
     /// Payload bytes missing before it: exact from the timestamps where the format has
-    /// usable ones (and the previous datagram did not end a burst); otherwise `frames` ×
+    /// usable ones that give distances exactly (not ticks longer than half a sample,
+    /// [`Ratio::inverts_exactly`](super::Ratio::inverts_exactly)) and the previous datagram
+    /// did not end a burst; otherwise `frames` ×
     /// the stream's largest payload since it (re)started. `None` only when no payload size
     /// is known yet.
     pub bytes: Option<u64>,

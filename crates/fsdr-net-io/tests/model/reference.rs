@@ -12,7 +12,8 @@
 //!    oldest missing ones lost; a packet behind is late (its place was declared lost, or it
 //!    is beyond the history) or a duplicate; for a 64-bit counter, which nothing else can
 //!    tell a restart by, a run of consecutive ones far behind restarts the stream.
-//! 3. **Output**: zeros for each loss — exactly the missing time where the format has one,
+//! 3. **Output**: zeros for each loss — exactly the missing time where the format has one
+//!    (and its stamps give distances exactly: not with ticks longer than half a sample),
 //!    otherwise lost packets × the largest packet since the stream (re)started — then the
 //!    packet's samples; tags where the depacketizer documents them.
 
@@ -217,7 +218,9 @@ impl<'a> Model<'a> {
                 k0 + period * ((lo - k0 + period - 1) / period)
             };
             if k <= ahead + 1 {
-                let exact = ahead % nominal == 0 && ahead / nominal + 1 == k;
+                // Stamps a tick off (ticks longer than half a sample) prove no count.
+                let exact =
+                    self.sc.exact_time() && ahead % nominal == 0 && ahead / nominal + 1 == k;
                 return Some((k, k != plain && !exact));
             }
             return (plain == 1).then_some((1, false));
@@ -434,7 +437,7 @@ impl<'a> Model<'a> {
         let index = self.out.items.len();
         if frames > 0 {
             let zeros = match self.last_end {
-                Some((end, false)) if self.sc.kind.timed() && s.first >= end => s.first - end,
+                Some((end, false)) if self.sc.exact_time() && s.first >= end => s.first - end,
                 _ => frames * self.nominal_out,
             };
             self.out.tags.push((

@@ -342,6 +342,84 @@ pub fn fc32(n: u64) -> num_complex::Complex<f32> {
     num_complex::Complex::new((n + 1) as f32, -((n % 4096) as f32))
 }
 
+impl Scenario {
+    /// The stamps give every distance exactly: not so where a tick is longer than half a
+    /// sample (`Ratio::inverts_exactly`; CHDR at 491.52 Msps with a 200 MHz clock).
+    pub fn exact_time(&self) -> bool {
+        self.kind.timed()
+            && (self.kind != Kind::ChdrTicks || self.clock.ticks_per_sample.inverts_exactly())
+    }
+
+    /// With ticks coarser than that, each stamp is rounded by up to half a tick, so
+    /// distances are known within `q` samples (`Ratio::units_per_tick_ceil`). What no
+    /// receiver can tell apart then is left out of the case: packets shorter than `2q + 1`
+    /// samples (one behind the newest by less than the uncertainty, or too short for the
+    /// time to place it), time jumps and gaps between bursts shorter than two ticks (inside
+    /// the rounding: the stamps may not show them) or than `2q + 1` samples (the room a loss
+    /// may leave within the rounding), short packets near a jump (a late one's hole and the
+    /// jump could add up to within the rounding of a loss), and a counter restarted within `2q + 1`
+    /// numbers of its wrap (the numbers it skipped could be as many short packets lost
+    /// inside the rounding).
+    pub fn coarse(mut self) -> Self {
+        if self.kind != Kind::ChdrTicks || self.clock.ticks_per_sample.inverts_exactly() {
+            return self;
+        }
+        let tpi = self.clock.ticks_per_sample;
+        let q = tpi.units_per_tick_ceil() as usize;
+        let least = 2 * q + 1;
+        // Two ticks in samples, rounded up (so that the stamps show it), and more than the
+        // uncertainty of the distance on both sides (so that it is not taken for the room
+        // a loss leaves).
+        let visible = (2 * tpi.den()).div_ceil(tpi.num()).max(least as u64);
+        let even = self.enc == Enc::Sc8;
+        self.spp = self.spp.max(least + 2);
+        if even {
+            self.spp = (self.spp + 1) & !1;
+        }
+        // Around a jump (or a gap between bursts) no short packets: one that arrives late
+        // leaves a hole of less than the stream's size, and the jump beside it could fill
+        // the rest to within the rounding of a loss's room.
+        let jumps: Vec<usize> = (0..self.ops.len())
+            .filter(|&i| self.ops[i].jump > 0 || self.ops[i].eob_gap.is_some_and(|g| g > 0))
+            .collect();
+        let n = self.ops.len();
+        for j in jumps {
+            for o in &mut self.ops[j.saturating_sub(14)..(j + 14).min(n)] {
+                o.short = 0;
+            }
+        }
+        let period = self.kind.period();
+        let restart_at = self.kind.format().first_seq();
+        let mut counter = self.first_seq;
+        for op in &mut self.ops {
+            op.short = op.short.min(self.spp - least);
+            if even {
+                op.short &= !1;
+            }
+            if op.jump > 0 {
+                op.jump = op.jump.max(visible);
+            }
+            if let Some(g) = op.eob_gap.as_mut()
+                && *g > 0
+            {
+                *g = (*g).max(visible);
+            }
+            counter = counter.wrapping_add(op.lose);
+            if op.restart {
+                // The newest number is the one before: the restart number is `d` ahead.
+                let d = restart_at.wrapping_sub(counter.wrapping_sub(1)) % period;
+                if (2..=least as u64).contains(&d) {
+                    op.restart = false;
+                } else {
+                    counter = restart_at;
+                }
+            }
+            counter = counter.wrapping_add(1);
+        }
+        self
+    }
+}
+
 /// Faults that would let a packet from before a restart arrive after it (which no format
 /// can place) are taken out around each restart.
 pub fn tidy(mut ops: Vec<Op>) -> Vec<Op> {

@@ -1,6 +1,9 @@
 //! The sequence extender: short counters widened to 64 bits (rules on [`SeqExtender`]).
 
-use super::clock::{RateEstimate, Ratio, Timebase};
+use super::clock::{Ratio, Timebase};
+use timeline::Timeline;
+
+mod timeline;
 
 /// Counter periods a restart jumps ahead: far beyond any gap the tracker accepts (2^20
 /// frames), so it is always a `Resync`.
@@ -87,95 +90,6 @@ struct Newest {
     units: i128,
     payload: usize,
     eob: bool,
-}
-
-/// The stream's timeline: ticks to positions.
-#[derive(Debug, Clone, Default)]
-struct Timeline {
-    fixed: Option<Timebase>,
-    learnt: RateEstimate,
-    /// A timestamp and the position it stands for.
-    anchor: Option<(u64, i128)>,
-    /// Two consecutive packets agreed with the configured timebase.
-    confirmed: bool,
-    /// Pairs that contradicted it before any agreed (a device's time jump makes one).
-    contradicted: u32,
-}
-
-impl Timeline {
-    /// Ticks per unit and bytes per unit.
-    fn rate(&self) -> Option<(Ratio, usize)> {
-        match self.fixed {
-            Some(tb) => Some((tb.ticks_per_unit, tb.unit_bytes as usize)),
-            None => self.learnt.get().map(|r| (r, 1)),
-        }
-    }
-
-    fn unit_bytes(&self) -> usize {
-        self.fixed.map_or(1, |tb| tb.unit_bytes as usize)
-    }
-
-    /// How far a position may be off: nothing with a configured timebase (where a sample is
-    /// more than 2 ticks or a whole number of them); with a learnt ratio, a byte plus the
-    /// ratio's uncertainty (`2 / (T − 1)` for a run of `T` ticks) over the distance from the
-    /// anchor — without bound until the run spans 2 ticks.
-    fn tolerance(&self, pos: i128) -> i128 {
-        self.error(pos).ceil() as i128
-    }
-
-    /// The bound behind [`Timeline::tolerance`], in units: half a unit of rounding plus the
-    /// ratio's uncertainty over the distance.
-    fn error(&self, pos: i128) -> f64 {
-        match (self.fixed, self.learnt.span_ticks(), self.anchor) {
-            (Some(_), ..) => 0.0,
-            (None, Some(t), Some((_, p0))) if t >= 2 => {
-                0.5 + 2.0 * (pos - p0).abs() as f64 / (t - 1) as f64
-            }
-            _ => 1e18,
-        }
-    }
-
-    /// How far a timestamp's own rounding moves a position, in units: with a learnt ratio,
-    /// the units one tick spans (a sender's stamps are whole ticks, so two of them are apart
-    /// by up to a tick more or less than the packets' true distance); nothing with a
-    /// configured timebase, which states the ticks exactly.
-    fn quantum(&self) -> i128 {
-        match (self.fixed, self.learnt.get()) {
-            (None, Some(tpu)) => {
-                let (n, d) = (i128::from(tpu.num()), i128::from(tpu.den()));
-                (d + n - 1) / n
-            }
-            _ => 0,
-        }
-    }
-
-    /// Whether a position is pinned to the tick (so a gap can be sized from it): with a
-    /// learnt ratio, once it is tight enough, and only where a packet of `nominal` units
-    /// spans a whole number of ticks — otherwise every stamp is rounded to a tick and a gap
-    /// sized from two of them could be off by that much (it is sized from the packets
-    /// missed instead).
-    fn pinned(&self, pos: i128, nominal: i128) -> bool {
-        let whole_ticks = self
-            .learnt
-            .get()
-            .is_some_and(|r| (i128::from(r.num()) * nominal) % i128::from(r.den()) == 0);
-        self.fixed.is_some() || (2.0 * self.error(pos) < self.least() as f64 && whole_ticks)
-    }
-
-    /// The least a packet can hold, in units: one unit (a sample) with a timebase; with a
-    /// learnt ratio per byte, what one tick resolves (4 bytes for sc16 sample counts).
-    fn least(&self) -> i128 {
-        match (self.fixed, self.learnt.get()) {
-            (None, Some(tpb)) => (tpb.den() / tpb.num()).max(1) as i128,
-            _ => 1,
-        }
-    }
-
-    fn position(&self, ticks: u64) -> Option<i128> {
-        let (r, _) = self.rate()?;
-        let (t0, p0) = self.anchor?;
-        Some(p0 + r.units_rounded(i128::from(ticks.wrapping_sub(t0) as i64)))
-    }
 }
 
 /// [`SeqExtender`]: widens a short sequence number (VITA-49's 4 bits, CHDR's 16) to 64 bits,
@@ -266,7 +180,10 @@ impl SeqExtender {
     }
 
     fn units(&self, payload: usize) -> i128 {
-        (payload / self.timeline.unit_bytes()) as i128
+        match self.timeline.unit_bytes() {
+            1 => payload as i128,
+            u => (payload / u) as i128,
+        }
     }
 
     /// The plain distance of counter `d` (0..period): ahead `1..period/2`, else behind or 0.
@@ -292,13 +209,17 @@ impl SeqExtender {
         // The timestamp decides only where it resolves a packet: a learnt ratio's
         // uncertainty grows with the distance from where it was pinned.
         let nominal = self.units(self.nominal).max(1);
+        // Where it starts and how far off that may be: the ratio's uncertainty and the
+        // stamps' own rounding to whole ticks (which, when a tick spans several units, moves
+        // a packet's position by up to a tick's worth).
         let start = p
             .ticks
             .and_then(|t| self.timeline.position(t))
-            .filter(|&s| 2 * (self.timeline.tolerance(s) + self.timeline.quantum()) < nominal);
+            .map(|s| (s, self.timeline.tolerance(s) + self.timeline.quantum()))
+            .filter(|&(_, tol)| 2 * tol < nominal);
         let mut ambiguous = false;
         let offset = match (start, n.start) {
-            (Some(s), Some(ns)) => match self.by_time(d, plain, s, ns, &n) {
+            (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, s, tol, ns, &n) {
                 Some((o, amb)) => {
                     ambiguous = amb;
                     o
@@ -350,11 +271,16 @@ impl SeqExtender {
     /// The offset of a packet with a usable timestamp at `s` against the newest at `ns`,
     /// and whether the format could not prove it; `None`: a restart. Positions are known
     /// within the timeline's tolerance.
-    fn by_time(&self, d: u64, plain: i64, s: i128, ns: i128, n: &Newest) -> Option<(i64, bool)> {
+    fn by_time(
+        &self,
+        d: u64,
+        plain: i64,
+        s: i128,
+        tol: i128,
+        ns: i128,
+        n: &Newest,
+    ) -> Option<(i64, bool)> {
         let nominal = self.units(self.nominal).max(1);
-        // The ratio's uncertainty and the stamps' own rounding to whole ticks (which, when a
-        // tick spans several units, moves a packet's position by up to a tick's worth).
-        let tol = self.timeline.tolerance(s) + self.timeline.quantum();
         let end = ns + n.units;
         let period = self.period as i128;
         if s >= end - tol {
@@ -367,19 +293,26 @@ impl SeqExtender {
             }
             // k − 1 lost packets hold `ahead` units: at most `nominal` each, and at least
             // what one tick resolves.
-            let lo = ((ahead - tol).max(0) + nominal - 1) / nominal + 1;
-            let hi = (ahead + tol) / self.timeline.least() + 1;
+            // (No division where the answer is known: a packet that starts where the newest
+            // one ends, or within the tolerance of it, needs no lost one.)
+            let lo = match ahead - tol {
+                ..=0 => 1,
+                x => (x + nominal - 1) / nominal + 1,
+            };
             let k0 = if d == 0 { period } else { d as i128 };
             let k = if k0 >= lo {
                 k0
             } else {
                 k0 + period * ((lo - k0 + period - 1) / period)
             };
-            if k <= hi {
-                // Proven when the missing time is k − 1 packets of the stream's size; a
-                // count the time had to raise past the counter's without that is a guess.
-                let exact = ahead % nominal == 0 && ahead / nominal + 1 == k;
-                let ambiguous = k != i128::from(plain) && !exact;
+            // `hi` is at least 1 (ahead, tol ≥ 0): the next packet always fits.
+            if k == 1 || k <= (ahead + tol) / self.timeline.least() + 1 {
+                // Proven when the missing time is k − 1 packets of the stream's size, which
+                // stamps a tick off (a configured tick longer than half a sample) cannot
+                // show; a count the time had to raise past the counter's without that is a
+                // guess.
+                let proven = !self.timeline.coarse() && ahead == (k - 1) * nominal;
+                let ambiguous = k != i128::from(plain) && !proven;
                 return Some((i64::try_from(k).ok()?, ambiguous));
             }
             // Time jumped without a loss the counter could hold: a device's discontinuity.

@@ -213,13 +213,15 @@ fn fingerprints_tell_a_duplicate_from_a_long_loss() {
     assert_eq!((w.ext, w.ambiguous), (19, true));
 }
 
-/// A learnt rate whose ticks are coarser than a sample (an X410 channel's 491.52 Msps
-/// stamped by a 200 MHz clock: 0.41 ticks a sample, 812.17 ticks a packet): each stamp is
-/// rounded to a whole tick, so consecutive packets sit up to a tick's worth (10 bytes) off
-/// where the ratio puts them. Found by `cargo xtask loss` at 1966 MB/s: once the learnt
-/// ratio was tight, every packet was taken for a restart. Over two wraps of the 16-bit
-/// counter, with and without faults (drops every 97th, a duplicate, a swapped pair), every
-/// packet gets its number, none is a restart.
+/// Ticks coarser than a sample (an X410 channel's 491.52 Msps stamped by a 200 MHz clock:
+/// 0.41 ticks a sample, 812.17 ticks a packet), learnt or configured: each stamp is rounded
+/// to a whole tick, so consecutive packets sit up to a tick's worth (10 bytes, 2.5 samples)
+/// off where the ratio puts them. Found by `cargo xtask loss` at 1966 MB/s for a learnt
+/// ratio (once it was tight, every packet was taken for a restart), and for a configured one
+/// (`usrp_rx --rate 491.52e6`, which gives the rates: a restart every 2 or 3 packets, and a
+/// loss there counted by no counter). Over two wraps of the 16-bit counter, with and without
+/// faults (drops every 97th, a duplicate, a swapped pair), every packet gets its number,
+/// none is a restart.
 #[test]
 fn ticks_coarser_than_a_sample_are_no_restarts() {
     let tps = 200e6 / 491.52e6;
@@ -227,7 +229,8 @@ fn ticks_coarser_than_a_sample_are_no_restarts() {
         let t = k as f64 * 1996.0 * tps;
         Some(if floor { t as u64 } else { t.round() as u64 })
     };
-    for floor in [false, true] {
+    let configured = Timebase::of_rates(200e6, 491.52e6, 4);
+    for (floor, timebase) in [(false, None), (true, None), (false, configured)] {
         for faults in [false, true] {
             let mut x = SeqExtender::new(16, Some(0));
             let mut order: Vec<u64> = (0..140_000u64).collect();
@@ -239,17 +242,19 @@ fn ticks_coarser_than_a_sample_are_no_restarts() {
             let mut prev: Option<u64> = None;
             for &k in &order {
                 let mut p = pkt(k & 0xffff, stamp(k, floor), 7984);
-                p.timebase = None;
+                p.timebase = timebase;
                 let w = x.extend(&p);
                 assert!(
                     !w.restart,
-                    "packet {k} (floor {floor}, faults {faults}): {w:?}"
+                    "packet {k} (floor {floor}, {timebase:?}, faults {faults}): {w:?}"
                 );
                 // The widened number is the packet's own (the stream began at 0).
                 assert_eq!(w.ext, k, "packet {k} (floor {floor}, faults {faults})");
                 // A stamp rounded to a coarse tick does not size a gap (the packets missed
-                // do): a start given is exact.
+                // do): a start given is exact, and a configured ratio gives none after the
+                // first packet (the origin of the stream's timeline).
                 if let Some(s) = w.start {
+                    assert!(timebase.is_none() || k == 0, "packet {k}: {w:?}");
                     assert_eq!(s, k as i128 * 7984, "packet {k}");
                 }
                 prev = Some(k);

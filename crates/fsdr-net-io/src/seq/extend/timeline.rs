@@ -1,0 +1,165 @@
+//! The stream's timeline: timestamps to positions (units of the timebase, bytes when the
+//! ratio is learnt), and how far a position may be off — the ratio's uncertainty and the
+//! stamps' own rounding to whole ticks.
+
+use std::cell::Cell;
+
+use super::super::clock::{RateEstimate, Ratio, Timebase};
+
+/// The stream's timeline: ticks to positions.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Timeline {
+    pub(super) fixed: Option<Timebase>,
+    pub(super) learnt: RateEstimate,
+    /// A timestamp and the position it stands for.
+    pub(super) anchor: Option<(u64, i128)>,
+    /// Two consecutive packets agreed with the configured timebase.
+    pub(super) confirmed: bool,
+    /// Pairs that contradicted it before any agreed (a device's time jump makes one).
+    pub(super) contradicted: u32,
+    /// What the learnt ratio gives, kept until it changes (divisions, on every packet
+    /// otherwise): the ratio, [`Timeline::quantum`], [`Timeline::least`].
+    per_ratio: Cell<Option<(Ratio, i128, i128)>>,
+    /// Whether a packet of `nominal` units spans whole ticks, for the ratio and `nominal`
+    /// last asked about.
+    whole: Cell<Option<(Ratio, i128, bool)>>,
+    /// Ticks from the anchor recently turned into units (and which entry goes next): a
+    /// steady stream's anchor moves along with every packet, so the same few distances
+    /// come again.
+    recent: [Cell<Option<(Ratio, i128, i128)>>; 4],
+    next_recent: Cell<usize>,
+}
+
+impl Timeline {
+    /// Ticks per unit and bytes per unit.
+    pub(super) fn rate(&self) -> Option<(Ratio, usize)> {
+        match self.fixed {
+            Some(tb) => Some((tb.ticks_per_unit, tb.unit_bytes as usize)),
+            None => self.learnt.get().map(|r| (r, 1)),
+        }
+    }
+
+    pub(super) fn unit_bytes(&self) -> usize {
+        self.fixed.map_or(1, |tb| tb.unit_bytes as usize)
+    }
+
+    /// A configured timebase whose stamps do not [invert exactly](Ratio::inverts_exactly):
+    /// a tick longer than half a sample.
+    pub(super) fn coarse(&self) -> bool {
+        self.fixed
+            .is_some_and(|tb| !tb.ticks_per_unit.inverts_exactly())
+    }
+
+    /// The units of a learnt ratio per tick, rounded down and up: `⌊den / num⌋` and
+    /// `⌈den / num⌉` (one division per change of the estimate).
+    fn per_ratio(&self, r: Ratio) -> (i128, i128) {
+        if let Some((cached, quantum, least)) = self.per_ratio.get()
+            && cached == r
+        {
+            return (quantum, least);
+        }
+        let (n, d) = (r.num(), r.den());
+        let (q, rem) = (d / n, d % n);
+        let quantum = i128::from(q + u64::from(rem != 0));
+        let least = i128::from(q.max(1));
+        self.per_ratio.set(Some((r, quantum, least)));
+        (quantum, least)
+    }
+
+    /// How far a position may be off beyond its stamp's own rounding
+    /// ([`Timeline::quantum`]): nothing with a configured timebase; with a learnt ratio, a byte plus the
+    /// ratio's uncertainty (`2 / (T − 1)` for a run of `T` ticks) over the distance from the
+    /// anchor — without bound until the run spans 2 ticks.
+    pub(super) fn tolerance(&self, pos: i128) -> i128 {
+        let e = self.error(pos).ceil();
+        // The same value as `e as i128` (whole, and in range), without the library call.
+        if e < 9e18 {
+            e as i64 as i128
+        } else {
+            e as i128
+        }
+    }
+
+    /// The bound behind [`Timeline::tolerance`], in units: half a unit of rounding plus the
+    /// ratio's uncertainty over the distance.
+    fn error(&self, pos: i128) -> f64 {
+        match (self.fixed, self.learnt.span_ticks(), self.anchor) {
+            (Some(_), ..) => 0.0,
+            (None, Some(t), Some((_, p0))) if t >= 2 => {
+                // `as f64` of the distance, which rounds the same from 64 bits as from 128
+                // (where a conversion from 128 is a library call).
+                let dist = match (i64::try_from(pos), i64::try_from(p0)) {
+                    (Ok(a), Ok(b)) if a.checked_sub(b).is_some() => (a - b).unsigned_abs() as f64,
+                    _ => (pos - p0).unsigned_abs() as f64,
+                };
+                0.5 + 2.0 * dist / (t - 1) as f64
+            }
+            _ => 1e18,
+        }
+    }
+
+    /// How far a timestamp's own rounding moves a position, in units: the units one tick
+    /// spans (a sender's stamps are whole ticks, so two of them are apart by up to a tick
+    /// more or less than the packets' true distance) — with a learnt ratio, and with a
+    /// configured one whose stamps do not [invert exactly](Ratio::inverts_exactly) (a tick
+    /// longer than half a sample); nothing with a configured timebase that does.
+    pub(super) fn quantum(&self) -> i128 {
+        match (self.fixed, self.learnt.get()) {
+            (Some(tb), _) if !tb.ticks_per_unit.inverts_exactly() => {
+                self.per_ratio(tb.ticks_per_unit).0
+            }
+            (None, Some(tpu)) => self.per_ratio(tpu).0,
+            _ => 0,
+        }
+    }
+
+    /// Whether a position is pinned to the tick (so a gap can be sized from it): with a
+    /// learnt ratio, once it is tight enough, and only where a packet of `nominal` units
+    /// spans a whole number of ticks — otherwise every stamp is rounded to a tick and a gap
+    /// sized from two of them could be off by that much (it is sized from the packets
+    /// missed instead).
+    pub(super) fn pinned(&self, pos: i128, nominal: i128) -> bool {
+        // A configured timebase pins every position where its stamps invert exactly; where
+        // a tick is longer than half a sample, none (a gap is sized from the packets
+        // missed, the stamps being a tick off either way).
+        if let Some(tb) = self.fixed {
+            return tb.ticks_per_unit.inverts_exactly();
+        }
+        let whole_ticks = self.learnt.get().is_some_and(|r| match self.whole.get() {
+            Some((cr, cn, whole)) if cr == r && cn == nominal => whole,
+            _ => {
+                let whole = (i128::from(r.num()) * nominal) % i128::from(r.den()) == 0;
+                self.whole.set(Some((r, nominal, whole)));
+                whole
+            }
+        });
+        whole_ticks && 2.0 * self.error(pos) < self.least() as f64
+    }
+
+    /// The least a packet can hold, in units: one unit (a sample) with a timebase; with a
+    /// learnt ratio per byte, what one tick resolves (4 bytes for sc16 sample counts).
+    pub(super) fn least(&self) -> i128 {
+        match (self.fixed, self.learnt.get()) {
+            (None, Some(tpb)) => self.per_ratio(tpb).1,
+            _ => 1,
+        }
+    }
+
+    pub(super) fn position(&self, ticks: u64) -> Option<i128> {
+        let (r, _) = self.rate()?;
+        let (t0, p0) = self.anchor?;
+        let dt = i128::from(ticks.wrapping_sub(t0) as i64);
+        let known = self.recent.iter().find_map(|m| match m.get() {
+            Some((mr, mt, units)) if mr == r && mt == dt => Some(units),
+            _ => None,
+        });
+        let units = known.unwrap_or_else(|| {
+            let units = r.units_rounded(dt);
+            let i = self.next_recent.get();
+            self.recent[i].set(Some((r, dt, units)));
+            self.next_recent.set((i + 1) % self.recent.len());
+            units
+        });
+        Some(p0 + units)
+    }
+}
