@@ -42,6 +42,9 @@ fn scenario(data: &[u8]) -> Option<Scenario> {
         (Ratio::new(625, 96)?, 200e6, 30.72e6),
         (Ratio::new(20, 7)?, 200e6, 70e6),
         (Ratio::new(5, 2)?, 200e6, 80e6),
+        // Ticks longer than half a sample (`Scenario::coarse` takes out what they hide).
+        (Ratio::new(625, 1536)?, 200e6, 491.52e6),
+        (Ratio::new(625, 384)?, 200e6, 122.88e6),
     ];
     let (tpi, tick_rate, sample_rate) = match kind {
         Kind::ChdrTicks => clocks[head[4] as usize % clocks.len()],
@@ -117,7 +120,8 @@ fn scenario(data: &[u8]) -> Option<Scenario> {
         first_seq,
         window,
         ops,
-    })
+    }
+    .coarse())
 }
 
 fuzz_target!(|data: &[u8]| {
