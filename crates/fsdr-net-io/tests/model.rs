@@ -296,3 +296,18 @@ fn shrunk_late_packet_behind_small_time_jumps_at_a_fractional_clock() {
     let clock = (Ratio::new(20, 7).unwrap(), 200e6, 70e6);
     both(&case(Kind::ChdrTicks, Enc::Sc16, clock, 30, 62_555, 0, ops));
 }
+
+/// Ticks longer than half a sample (122.88 Msps at 200 MHz), short packets first, then a
+/// full one lost (the `seq_books` fuzzer, CI): the room it left is more than one of the
+/// largest seen only within a tick's rounding, which the receiver allows for and the exact
+/// reference does not. `Scenario::coarse` begins the stream with a full packet.
+#[test]
+fn fuzzed_short_packets_then_a_full_one_lost_at_coarse_ticks() {
+    let mut ops = plain_ops(7);
+    ops[0].short = 2;
+    (ops[1].short, ops[2].short, ops[4].short) = (1, 1, 1);
+    ops[3].delay = 4;
+    ops[5].lose = 2;
+    let clock = (Ratio::new(625, 384).unwrap(), 200e6, 122.88e6);
+    both(&case(Kind::ChdrTicks, Enc::Sc16, clock, 5, 65_472, 0, ops).coarse());
+}
