@@ -83,7 +83,7 @@ pub fn explain(s: &Stats, injected: u64, load: Option<&Load>) -> Vec<String> {
     }
     if s.overflow > 0 {
         out.push(format!(
-            "{} datagrams were read and discarded because every slot was held (`Overload::Discard`): the flowgraph fell behind; cheaper blocks, more workers, or more `slots`.",
+            "{} datagrams were read and discarded because the consumer held every slot, or as many as the latency budget allows at the measured rate (`Overload::Discard`): the flowgraph fell behind; cheaper blocks, more workers, more `slots`, or a longer `latency_budget`.",
             s.overflow
         ));
     }
