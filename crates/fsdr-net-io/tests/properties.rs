@@ -1,10 +1,13 @@
-//! Property tests: no byte string makes a parser or the sequence tracker panic, and emit →
-//! parse is the identity for every valid header.
+//! Property tests: no byte string makes a parser or the sequence tracker panic, emit →
+//! parse is the identity for every valid header, and `StreamOrder::push_next` (the in-place
+//! receiver's path for the next datagram) leaves the same state as `push`.
 
 use fsdr_net_io::format::chdr::{ChdrPacket, ChdrRepr, PacketType};
 use fsdr_net_io::format::vrt::{Tsf, Tsi, VrtClassId, VrtPacket, VrtRepr, VrtTimestamp};
 use fsdr_net_io::format::{DataHeader, Format, PacketClass};
-use fsdr_net_io::seq::{Reorder, SeqConfig, SeqEvent, SeqTracker};
+use fsdr_net_io::seq::{
+    Released, Reorder, SeqConfig, SeqEvent, SeqPacket, SeqTracker, StreamOrder, Timebase, Tracking,
+};
 use proptest::prelude::*;
 
 proptest! {
@@ -129,5 +132,60 @@ proptest! {
             }
             last = Some(d.item);
         }
+    }
+
+    /// Two orders fed the same CHDR-like stream (16-bit counter, sample-count ticks, losses,
+    /// reorders, duplicates, restarts, short packets, ends of burst): one takes every
+    /// datagram through `push`, the other through `push_next` wherever `is_next` holds.
+    /// Every release — event, item, gap, flags — and every later widening must be the same.
+    #[test]
+    fn push_next_is_push_for_the_next_datagram(
+        ops in proptest::collection::vec((0u8..100, 0u64..40, 0usize..3), 1..300),
+        window in 0usize..12,
+        timed in any::<bool>(),
+    ) {
+        let tracking = Tracking::for_format(Format::Chdr, 1).unwrap();
+        let mut plain = StreamOrder::<u64>::new(tracking, window);
+        let mut fast = StreamOrder::<u64>::new(tracking, window);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut k = 0u64;
+        for (i, &(what, n, short)) in ops.iter().enumerate() {
+            // What is sent next: mostly the next packet, else a loss, an old one, a restart.
+            k = match what {
+                0..=79 => k + 1,
+                80..=89 => k + 1 + n,
+                90..=95 => k.saturating_sub(n),
+                _ => 0,
+            };
+            let spp = 100 - 30 * short as u64;
+            let p = SeqPacket {
+                seq: k % 65_536,
+                ticks: timed.then_some(k * 100),
+                timebase: timed.then(|| Timebase::of_rates(1.0, 1.0, 4)).flatten(),
+                payload: 4 * spp as usize,
+                eob: what == 42,
+                fingerprint: (!timed).then_some(k),
+            };
+            let (wa, wb) = (plain.widen(&p), fast.widen(&p));
+            prop_assert_eq!(wa, wb);
+            let item = i as u64;
+            plain.push(wa, &p, item, &mut a);
+            if fast.is_next(&wb) {
+                let event = fast.push_next(wb, &p);
+                prop_assert_eq!(event, Some(SeqEvent::InOrder));
+                b.push(Released {
+                    ambiguous: wb.ambiguous,
+                    ..Released::new(SeqEvent::InOrder, true, item)
+                });
+            } else {
+                fast.push(wb, &p, item, &mut b);
+            }
+            prop_assert_eq!(&a, &b);
+            prop_assert_eq!(plain.held(), fast.held());
+            prop_assert_eq!(plain.held_since().is_some(), fast.held_since().is_some());
+        }
+        plain.flush_all(&mut a);
+        fast.flush_all(&mut b);
+        prop_assert_eq!(&a, &b);
     }
 }

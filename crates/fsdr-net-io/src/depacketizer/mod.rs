@@ -40,6 +40,7 @@ use crate::seq::Gap;
 use crate::seq::SeqEvent;
 use crate::stats::field_table;
 
+mod placed;
 mod timing;
 mod writer;
 
@@ -288,6 +289,11 @@ struct DatagramTags {
 }
 
 impl DatagramTags {
+    /// Whether no item of the datagram gets a tag (no gap, time, setting or end of burst).
+    fn is_plain(&self) -> bool {
+        self.missed.is_none() && self.time.is_none() && self.settings.is_empty() && !self.eob
+    }
+
     /// The tags on items `from..from + n` of the datagram, with their offsets.
     fn within(&self, from: usize, n: usize) -> impl Iterator<Item = (usize, TagKind)> + '_ {
         let first = (from == 0 && n > 0).then_some(0);

@@ -144,6 +144,17 @@ impl<T: Item> Writer<'_, '_, T> {
     /// `*done..` of a datagram with `tags`.
     fn account(&mut self, start: usize, tags: &DatagramTags, done: &mut usize, arrival_ns: u64) {
         let produced = self.written - start;
+        if tags.is_plain() {
+            // Nothing to tag: the common datagram of a running stream.
+            *done += produced;
+            self.dp.stats.items += produced as u64;
+            if let Some(m) = self.dp.cfg.marks.as_mut() {
+                m.advance(produced as u64, |block, seq| {
+                    fsdr_net_lttng::arrival(block, seq, arrival_ns)
+                });
+            }
+            return;
+        }
         if tags.eob && tags.items == 0 && start > 0 {
             // An end of burst without items (a sender's EOB after its burst's last items went
             // out): it ends the burst on the last item before it, while that item is still in
@@ -167,12 +178,7 @@ impl<T: Item> Writer<'_, '_, T> {
     /// ([`Decoder::is_copy`](crate::sample::Decoder::is_copy)), no zeros, staged data or partial item wait, the payload is
     /// whole items and it fits.
     pub fn can_place(&self, payload_bytes: usize) -> bool {
-        let dec = &self.dp.decoder;
-        dec.is_copy()
-            && !self.dp.pending()
-            && self.dp.carry.is_empty()
-            && payload_bytes.is_multiple_of(dec.unit_bytes())
-            && self.room() >= dec.items_in(payload_bytes)
+        self.dp.can_place(payload_bytes, self.room())
     }
 
     /// Takes a datagram whose payload, `payload_bytes` bytes, is already in the output: at
@@ -241,8 +247,12 @@ impl<T: Item> Writer<'_, '_, T> {
         let filled = self.dp.cfg.zero_fill && zero_items > 0;
         let dp = &mut *self.dp;
         let items = dp.decoder.items_in(dp.carry.len() + payload_bytes);
-        let (settings, on_zeros) =
-            dp.settings_for(d.timestamp, items, if filled { zero_items } else { 0 });
+        let (settings, on_zeros) = if dp.settings.is_empty() {
+            // What `settings_for` gives without a setting waiting, without the call.
+            Default::default()
+        } else {
+            dp.settings_for(d.timestamp, items, if filled { zero_items } else { 0 })
+        };
         let mut tags = DatagramTags {
             missed: None,
             time: dp.timing.tag(d.timestamp, gap || d.restart, items),

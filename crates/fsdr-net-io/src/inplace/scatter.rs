@@ -7,7 +7,7 @@ use super::ItemBuffer;
 use super::receiver::{
     Area, Entry, HEAD_CAP, Layout, Part, Pattern, Polling, Receive, SINGLES, Unit,
 };
-use crate::depacketizer::{DatagramIn, ItemTag};
+use crate::depacketizer::{DatagramIn, ItemTag, TagKind};
 use crate::format::PacketClass;
 use crate::sample::Item;
 use crate::seq::{SeqEvent, SeqPacket, Widened};
@@ -305,7 +305,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             return refused;
         }
         let mut packet = self.seq_packet(&info);
-        let seq = match (self.order.is_some(), info.seq) {
+        // Its widened number, when tracked (kept apart from `packet`: moving the two as one
+        // tuple cost a stalled copy per datagram).
+        let widened = match (self.order.is_some(), info.seq) {
             (true, Some(_)) => {
                 if self.order.as_ref().is_some_and(|o| o.needs_fingerprint()) {
                     let start = self.layout_start;
@@ -327,22 +329,29 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 if !o.is_next(&w) || self.frontier.is_some() || !self.released.is_empty() {
                     return self.hold_in_place(w, packet, &info, arrival_ns);
                 }
-                Some((w, packet))
+                Some(w)
             }
             _ => None,
         };
         let c = self.cur.as_mut().expect("a current buffer");
         let pos = c.pos;
-        let mut w = self.dp.writer(&mut c.buffer.items()[pos..]);
-        if !w.can_place(payload) {
-            return Placement::Refused { seq };
+        let room = c.buffer.items().len() - pos;
+        if !self.dp.can_place(payload, room) {
+            return Placement::Refused {
+                seq: widened.map(|w| (w, packet)),
+            };
         }
         let mut event = SeqEvent::InOrder;
-        if let (Some(o), Some((w, packet))) = (self.order.as_mut(), seq) {
-            o.push(w, &packet, Entry::Placed, &mut self.released);
-            // is_next held: it went out at once, in order, with no gap and nothing else.
-            if let Some(r) = self.released.pop() {
-                event = r.event;
+        if let (Some(o), Some(w)) = (self.order.as_mut(), widened) {
+            // is_next held: it goes out at once, in order, with no gap and nothing else.
+            match o.push_next(w, &packet) {
+                Some(e) => event = e,
+                None => {
+                    o.push(w, &packet, Entry::Placed, &mut self.released);
+                    if let Some(r) = self.released.pop() {
+                        event = r.event;
+                    }
+                }
             }
         }
         let d = DatagramIn {
@@ -354,12 +363,27 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             seq: info.seq,
             arrival_ns,
         };
-        w.push_placed(&d, payload);
-        let (n, tags) = w.finish();
-        c.tags.extend(tags.into_iter().map(|t| ItemTag {
-            index: t.index + pos,
-            kind: t.kind,
-        }));
+        let n = match self.dp.push_placed_plain(&d, payload, room) {
+            Some((n, time)) => {
+                if let Some(t) = time {
+                    c.tags.push(ItemTag {
+                        index: pos,
+                        kind: TagKind::Time(t),
+                    });
+                }
+                n
+            }
+            None => {
+                let mut w = self.dp.writer(&mut c.buffer.items()[pos..]);
+                w.push_placed(&d, payload);
+                let (n, tags) = w.finish();
+                c.tags.extend(tags.into_iter().map(|t| ItemTag {
+                    index: t.index + pos,
+                    kind: t.kind,
+                }));
+                n
+            }
+        };
         c.pos += n;
         c.datagrams += 1;
         self.stream.get_or_insert(info.stream_id);

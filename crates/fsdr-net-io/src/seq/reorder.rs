@@ -158,6 +158,21 @@ impl<T> Reorder<T> {
         out.push(Released::new(event, deliver, item));
     }
 
+    /// Takes the expected datagram while nothing is held: what [`push`](Self::push) does
+    /// with it (it goes out at once, in order), without a release list. Returns `None`, and
+    /// changes nothing, when `seq` is not the expected one or a datagram is held.
+    pub fn take_expected(&mut self, seq: u64) -> Option<SeqEvent> {
+        if self.held_count > 0 || self.tracker.offset(seq) != SeqOffset::Expected {
+            return None;
+        }
+        let event = self.tracker.observe(seq);
+        // What `release_following` leaves with nothing held: the slot of the one taken.
+        if let Some(None) = self.held.front() {
+            self.held.pop_front();
+        }
+        Some(event)
+    }
+
     /// Releases everything held, in order.
     pub fn flush_all(&mut self, out: &mut Vec<Released<T>>) {
         while self.flush_oldest(out) {}

@@ -301,6 +301,42 @@ impl<T> StreamOrder<T> {
         self.reorder.restored() - before
     }
 
+    /// Takes a widened datagram that [`is_next`](Self::is_next): it goes out at once, in
+    /// order, with no gap — the same as [`push`](Self::push) with the one datagram it would
+    /// release, without a release list (the in-place receiver's path for a datagram whose
+    /// payload already landed where it belongs). Returns its event (`InOrder`), or `None`,
+    /// changing nothing, when it is not the next one.
+    ///
+    /// ```
+    /// use fsdr_net_io::Format;
+    /// use fsdr_net_io::seq::{SeqEvent, SeqPacket, StreamOrder, Tracking};
+    ///
+    /// let mut order = StreamOrder::<()>::new(Tracking::for_format(Format::Seq64, 1).unwrap(), 4);
+    /// let p = |seq| SeqPacket { seq, payload: 100, ..Default::default() };
+    /// let w = order.widen(&p(1));
+    /// order.push(w, &p(1), (), &mut Vec::new()); // the first one
+    /// let w = order.widen(&p(2));
+    /// assert_eq!(order.push_next(w, &p(2)), Some(SeqEvent::InOrder));
+    /// let w = order.widen(&p(4)); // 3 is missing
+    /// assert_eq!(order.push_next(w, &p(4)), None);
+    /// ```
+    pub fn push_next(&mut self, w: Widened, p: &SeqPacket) -> Option<SeqEvent> {
+        if w.restart {
+            return None;
+        }
+        let event = self.reorder.take_expected(w.ext)?;
+        // `release` of the one datagram: delivered, in order.
+        self.nominal = self.nominal.max(p.payload);
+        self.last = Some(Last {
+            end: w.start.map(|s| s + self.units(p.payload)),
+            eob: p.eob,
+        });
+        // `note_held` with nothing held.
+        self.gaps.clear();
+        self.held_since = None;
+        Some(event)
+    }
+
     /// Sizes the gap of each released datagram, in release (= delivery) order.
     fn release(&mut self, from: &mut Vec<Released<Held<T>>>, out: &mut Vec<Released<T>>) {
         let unit = self

@@ -133,7 +133,8 @@ impl Timeline {
                 whole
             }
         });
-        whole_ticks && 2.0 * self.error(pos) < self.least() as f64
+        // `least` comes from 64 bits: converted from them (from 128 it is a library call).
+        whole_ticks && 2.0 * self.error(pos) < self.least() as u64 as f64
     }
 
     /// The least a packet can hold, in units: one unit (a sample) with a timebase; with a
