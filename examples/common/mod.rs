@@ -193,6 +193,10 @@ pub struct TuningArgs {
     /// The in-place source's buffers in its ring (default: the builder's, 32).
     #[arg(long)]
     pub in_place_buffers: Option<usize>,
+    /// Receive threads of the in-place multi-stream source (default: the builder's, one
+    /// per stream up to half the CPUs).
+    #[arg(long)]
+    pub stream_threads: Option<usize>,
     /// Datagrams per receive call (default: the engine's).
     #[arg(long)]
     pub batch: Option<usize>,
@@ -267,6 +271,10 @@ impl TuningArgs {
             .configure(|c| self.apply(c));
         let b = match self.in_place_buffers {
             Some(n) => b.in_place_buffers(n),
+            None => b,
+        };
+        let b = match self.stream_threads {
+            Some(n) => b.stream_threads(n),
             None => b,
         };
         match self.buffer_datagrams {

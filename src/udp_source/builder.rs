@@ -40,6 +40,7 @@ pub struct UdpSourceBuilder<T> {
     reuseport_set: bool,
     uring_depth_set: bool,
     in_place_buffers: usize,
+    pub(super) stream_threads: Option<usize>,
     /// `coalesce` was given (or changed through `configure`): it wins over the budget.
     pub(super) coalesce_set: bool,
     /// `poll_interval` was changed through `configure`: it wins over the budget.
@@ -74,6 +75,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             reuseport_set: false,
             uring_depth_set: false,
             in_place_buffers: 32,
+            stream_threads: None,
             coalesce_set: false,
             poll_set: false,
             low_latency: false,
@@ -429,6 +431,28 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// queue in front of the flowgraph: when none is free the receive thread stops reading.
     pub fn in_place_buffers(mut self, n: usize) -> Self {
         self.in_place_buffers = n;
+        self
+    }
+
+    /// Receive threads of the in-place multi-stream source
+    /// ([`build_streams_in_place`](Self::build_streams_in_place)): with one per stream each
+    /// blocks in its own socket; with fewer, a thread serves several streams' sockets, which
+    /// costs fewer wake-ups on a loaded CPU while one core can read them all. Default: one
+    /// per stream, up to half the CPUs (the rest is the flowgraph's), at least one.
+    ///
+    /// ```
+    /// use fsdr_net::prelude::*;
+    /// use fsdr_net::io::StreamSelector;
+    /// let src = UdpSource::<num_complex::Complex<i16>>::builder("127.0.0.1:0")
+    ///     .format(Format::Chdr)
+    ///     .tick_rate(250e6)
+    ///     .stream_threads(1)
+    ///     .build_streams_in_place([StreamSelector::Id(0), StreamSelector::Id(1)])?;
+    /// assert_eq!(src.streams(), 2);
+    /// # Ok::<(), fsdr_net::Error>(())
+    /// ```
+    pub fn stream_threads(mut self, n: usize) -> Self {
+        self.stream_threads = Some(n);
         self
     }
 

@@ -20,9 +20,12 @@ use super::{
 /// Receives several streams of one port — the channels of a multi-channel radio (CHDR
 /// destination endpoints), DIFI/VITA-49 streams (stream IDs) — each into an output of its
 /// own without copying payloads, as an [`InPlaceUdpSource`](crate::InPlaceUdpSource) of
-/// that stream alone would: one `SO_REUSEPORT` socket and in-place receive thread per
-/// stream, and a classic-BPF program on the port that makes the kernel deliver each
-/// datagram to its stream's socket. Each output has its own sequence tracking, zero-fill,
+/// that stream alone would: one `SO_REUSEPORT` socket and in-place receiver per stream, a
+/// classic-BPF program on the port that makes the kernel deliver each datagram to its
+/// stream's socket, and
+/// [`stream_threads`](crate::UdpSourceBuilder::stream_threads) receive threads for the
+/// receivers (by default one per stream up to half the CPUs; on 2 CPUs one thread serves
+/// every stream). Each output has its own sequence tracking, zero-fill,
 /// gap, time, end-of-burst and context tags and counters; a late reader of one output holds
 /// up only its own stream (its receiver stops reading and its socket's buffer absorbs).
 /// Datagrams of any other stream go to the first output's receiver and are counted in its

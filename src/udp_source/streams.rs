@@ -58,8 +58,9 @@ impl<T: Item> UdpSourceBuilder<T> {
     }
 
     /// Builds a [`MultiInPlaceUdpSource`]: one zero-copy output per stream ID, in the order
-    /// given, each filled by an in-place receiver of its own (a receive thread and a
-    /// `SO_REUSEPORT` socket each, the kernel steering every datagram to its stream's socket;
+    /// given, each filled by an in-place receiver of its own (a `SO_REUSEPORT` socket each,
+    /// the kernel steering every datagram to its stream's socket, read by
+    /// [`stream_threads`](Self::stream_threads) receive threads;
     /// [`InPlaceReceiver::start_streams`](fsdr_net_io::inplace::InPlaceReceiver::start_streams)).
     /// Every other setting means what it means for
     /// [`build_in_place`](Self::build_in_place), per output. CHDR or VRT, selected by
@@ -79,13 +80,17 @@ impl<T: Item> UdpSourceBuilder<T> {
                 ))),
             })
             .collect::<Result<Vec<u32>, Error>>()?;
+        let threads = self.stream_threads;
         let (p, cfg) = self.in_place_parts()?;
         if p.marks.is_some() {
             return Err(Error::config(
                 "probe marks are not supported on a multi-stream source",
             ));
         }
-        let rxs = InPlaceReceiver::start_streams(cfg, &ids)?;
+        let rxs = match threads {
+            Some(n) => InPlaceReceiver::start_streams_on(cfg, &ids, n)?,
+            None => InPlaceReceiver::start_streams(cfg, &ids)?,
+        };
         let mut src = MultiInPlaceUdpSource::new(
             rxs,
             selectors,

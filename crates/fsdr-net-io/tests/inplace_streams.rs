@@ -1,4 +1,5 @@
-//! One port, several streams, one in-place receiver each (`InPlaceReceiver::start_streams`):
+//! One port, several streams, one in-place receiver each (`InPlaceReceiver::start_streams`,
+//! on one receive thread each or on fewer threads that serve several):
 //! the emulator's channels (CHDR destination endpoints, VRT stream IDs) to one port, split by
 //! the kernel's steering program. Each receiver gets exactly its stream — every sample at its
 //! index, every count the emulator's — the fast path copies nothing after the first
@@ -140,7 +141,13 @@ fn each_stream_of_a_port_lands_in_its_own_receiver_in_place() {
     const CHANNELS: usize = 3;
     // Not a multiple of the drop interval: a loss at the end would show no gap.
     const PACKETS: u64 = 601;
-    for format in [Format::Chdr, Format::Vrt] {
+    // One receive thread for all three receivers, two (one serves two), one each.
+    for (format, threads) in [
+        (Format::Chdr, 1),
+        (Format::Vrt, 2),
+        (Format::Chdr, 3),
+        (Format::Vrt, 1),
+    ] {
         for drop_every in [None, Some(50)] {
             // Not in channel order: the receiver of an ID gets that ID's stream.
             let order = [2, 0, 1];
@@ -148,7 +155,7 @@ fn each_stream_of_a_port_lands_in_its_own_receiver_in_place() {
                 .iter()
                 .map(|&c| channel_stream_id(format, c))
                 .collect();
-            let rxs = Rx::start_streams(config(format), &ids).unwrap();
+            let rxs = Rx::start_streams_on(config(format), &ids, threads).unwrap();
             let addrs: Vec<_> = rxs.iter().map(|rx| rx.local_addr()).collect();
             assert!(addrs.iter().all(|a| *a == addrs[0]), "one port: {addrs:?}");
             let mut emu = EmulatorConfig::new(addrs[0], format);
@@ -170,7 +177,7 @@ fn each_stream_of_a_port_lands_in_its_own_receiver_in_place() {
             let (sent, outs) = drain(rxs, sender);
             for (out, &channel) in outs.iter().zip(&order) {
                 let ctx = format!(
-                    "{format}, drops every {drop_every:?} in channel 1, channel {channel}: {}\n{:?}\n{sent:?}",
+                    "{format}, {threads} threads, drops every {drop_every:?} in channel 1, channel {channel}: {}\n{:?}\n{sent:?}",
                     out.stats, out.dp
                 );
                 let dropped = if channel == 1 { sent.dropped } else { 0 };
@@ -226,8 +233,8 @@ fn packet(format: Format, id: Option<u32>, seq: u64) -> Vec<u8> {
 
 #[test]
 fn a_datagram_of_no_stream_asked_for_is_skipped_by_the_first_receiver() {
-    for format in [Format::Chdr, Format::Vrt] {
-        let mut rxs = Rx::start_streams(config(format), &[4, 6]).unwrap();
+    for (format, threads) in [(Format::Chdr, 1), (Format::Vrt, 2)] {
+        let mut rxs = Rx::start_streams_on(config(format), &[4, 6], threads).unwrap();
         for rx in &mut rxs {
             rx.give(vec![Complex::default(); BUFFER_ITEMS]).unwrap();
         }

@@ -5,6 +5,7 @@
 //! on the group (`sys::bpf::attach_reuseport_by_stream`) that delivers each datagram to the
 //! socket of its stream; each socket has an in-place receiver of its own, which follows only
 //! that stream, so each stream's payloads land in its own output buffers without a copy.
+//! The receivers run on a thread each, or fewer threads serve several (`group_thread.rs`).
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use crate::sample::Item;
 use crate::socket::OpenedSocket;
 use crate::sys::bpf::{MAX_STEERED_STREAMS, StreamIdField, attach_reuseport_by_stream};
 
-use super::{InPlaceConfig, InPlaceReceiver, ItemBuffer};
+use super::{InPlaceConfig, InPlaceReceiver, ItemBuffer, Runner, group_thread};
 
 /// What a receiver of a group is given instead of opening its own: its socket of the group,
 /// the notifier every receiver of the group signals, and its stream.
@@ -85,7 +86,8 @@ fn check(format: Format, backend: Backend, gro: bool, ids: &[u32]) -> Result<Str
 
 impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
     /// Starts one in-place receiver per stream ID on the one address of `cfg`, each with a
-    /// receive thread and a socket of its own (`SO_REUSEPORT`), in the order of `ids`. The
+    /// socket of its own (`SO_REUSEPORT`), in the order of `ids`, on one receive thread per
+    /// stream up to half the CPUs ([`start_streams_on`](Self::start_streams_on) chooses). The
     /// kernel delivers each datagram to the socket of its stream (a classic-BPF program on
     /// the group reads the CHDR destination endpoint or the VRT stream ID from the payload);
     /// datagrams of any other stream, and VRT packets without a stream ID, go to the first
@@ -140,6 +142,72 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
     /// assert_eq!(counts, [1, 2]); // stream 7, stream 9
     /// ```
     pub fn start_streams(cfg: InPlaceConfig<T>, ids: &[u32]) -> Result<Vec<Self>, Error> {
+        Self::start_streams_on(cfg, ids, default_threads(ids.len()))
+    }
+
+    /// [`start_streams`](Self::start_streams) with `threads` receive threads for the
+    /// receivers (receiver `i` on thread `i % threads`; pinned, when
+    /// [`EngineConfig::threads`](crate::EngineConfig) pins, as that many receive threads
+    /// would be). With as many threads as streams each receiver has its own, which blocks in
+    /// its socket; with fewer, a thread waits for all its receivers' sockets in one `ppoll`
+    /// and serves each that has data, under load sleeping the poll interval
+    /// ([`EngineConfig::poll_interval`](crate::EngineConfig)) once for all of them: fewer
+    /// wake-ups and task switches on a loaded CPU, for streams one core can read. What each
+    /// receiver delivers and counts is the same either way.
+    ///
+    /// ```
+    /// use fsdr_net_io::depacketizer::DepacketizerConfig;
+    /// use fsdr_net_io::format::{DataHeader, Format};
+    /// use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
+    /// use fsdr_net_io::sample::{Decoder, WireFormat};
+    /// use fsdr_net_io::{Backend, EngineConfig};
+    /// use std::time::Duration;
+    ///
+    /// let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+    /// engine.backend = Backend::Recvmmsg;
+    /// engine.format = Format::Chdr;
+    /// let cfg = InPlaceConfig {
+    ///     engine,
+    ///     decoder: Decoder::<u8>::new(WireFormat::Plain).unwrap(),
+    ///     depacketizer: DepacketizerConfig::default(),
+    ///     buffers: 2,
+    /// };
+    /// // Three streams, one receive thread.
+    /// let mut rxs = InPlaceReceiver::<u8, Vec<u8>>::start_streams_on(cfg, &[1, 2, 3], 1).unwrap();
+    /// for rx in &mut rxs {
+    ///     rx.give(vec![0u8; 4096]).unwrap();
+    /// }
+    /// let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    /// for (seq, id) in [(0, 3), (0, 1), (0, 2), (1, 3)] {
+    ///     let h = DataHeader { seq, stream_id: Some(id), ..Default::default() };
+    ///     let mut dg = vec![0u8; h.header_len(Format::Chdr) + 64];
+    ///     Format::Chdr.emit_header(&mut dg, &h).unwrap();
+    ///     tx.send_to(&dg, rxs[0].local_addr()).unwrap();
+    /// }
+    /// let notify = rxs[0].notifier();
+    /// let mut items = [0usize; 3];
+    /// while items != [64, 64, 128] {
+    ///     notify.wait_timeout(Duration::from_millis(100));
+    ///     for (rx, n) in rxs.iter_mut().zip(&mut items) {
+    ///         while let Some(f) = rx.take() {
+    ///             *n += f.items;
+    ///             rx.give(f.buffer).unwrap();
+    ///         }
+    ///     }
+    /// }
+    /// let counts: Vec<u64> = rxs.into_iter().map(|rx| rx.shutdown().0.delivered).collect();
+    /// assert_eq!(counts, [1, 1, 2]); // streams 1, 2, 3
+    /// ```
+    pub fn start_streams_on(
+        cfg: InPlaceConfig<T>,
+        ids: &[u32],
+        threads: usize,
+    ) -> Result<Vec<Self>, Error> {
+        if threads == 0 {
+            return Err(Error::config(
+                "one in-place receiver per stream needs at least one receive thread",
+            ));
+        }
         let e = &cfg.engine;
         let field = check(e.format, e.backend, e.socket.gro, ids)?;
         let mut socket = cfg.engine.socket.clone();
@@ -170,8 +238,64 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
                     notify: Some(notify.clone()),
                     stream: Some(id),
                 };
-                Self::open_as(cfg.clone(), false, member)
+                // With a thread for each, each starts its own; else the receive loops are
+                // handed to the group's threads below.
+                Self::open_as(cfg.clone(), threads < ids.len(), member)
             })
-            .collect()
+            .collect::<Result<Vec<_>, Error>>()
+            .and_then(|rxs| {
+                if threads < rxs.len() {
+                    share_threads(rxs, threads, &cfg.engine.threads)
+                } else {
+                    Ok(rxs)
+                }
+            })
     }
+
+    /// The receive loop of a receiver opened to run inline, taken out to run elsewhere.
+    fn take_loop(&mut self) -> Option<Box<super::receiver::Receive<T, B>>> {
+        match std::mem::replace(&mut self.runner, Runner::Thread(None)) {
+            Runner::Inline { rx, .. } => Some(rx),
+            other => {
+                self.runner = other;
+                None
+            }
+        }
+    }
+}
+
+/// Receive threads for `streams` receivers of a port by default: one for each, up to half
+/// the CPUs (the rest is the flowgraph's), at least one.
+fn default_threads(streams: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    streams.min(cpus / 2).max(1)
+}
+
+/// Starts `threads` group threads and hands each receiver's loop to one of them (receiver
+/// `i` to thread `i % threads`).
+fn share_threads<T: Item, B: ItemBuffer<T>>(
+    mut rxs: Vec<InPlaceReceiver<T, B>>,
+    threads: usize,
+    opts: &crate::engine::ThreadOptions,
+) -> Result<Vec<InPlaceReceiver<T, B>>, Error> {
+    let mut loops: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, rx) in rxs.iter_mut().enumerate() {
+        let l = rx
+            .take_loop()
+            .ok_or_else(|| Error::config("a group receiver was started on its own thread"))?;
+        loops[i % threads].push(l);
+    }
+    for (t, group) in loops.into_iter().enumerate() {
+        let (thread, dones) = group_thread::spawn(t, opts, group)?;
+        for (done, rx) in dones
+            .into_iter()
+            .zip(rxs.iter_mut().skip(t).step_by(threads))
+        {
+            rx.runner = Runner::Shared {
+                done,
+                _thread: thread.clone(),
+            };
+        }
+    }
+    Ok(rxs)
 }

@@ -96,10 +96,12 @@ use crate::{Error, sys};
 mod ahead;
 mod copying;
 mod group;
+mod group_thread;
 mod layout;
 mod probe;
 mod receiver;
 mod scatter;
+mod step;
 mod wait;
 mod xdp;
 
@@ -169,6 +171,12 @@ enum Runner<T, B> {
     Inline {
         rx: Box<receiver::Receive<T, B>>,
         setup: Option<crate::engine::ThreadOptions>,
+    },
+    /// On a receive thread that serves other receivers of its group too
+    /// ([`group_thread`]); `done` says when that thread has finished this one.
+    Shared {
+        done: std::sync::mpsc::Receiver<()>,
+        _thread: Arc<group_thread::GroupThread>,
     },
 }
 
@@ -408,7 +416,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
         }
         let end = crate::sys::deadline(Instant::now(), max_wait);
         match &mut self.runner {
-            Runner::Thread(_) => {
+            Runner::Thread(_) | Runner::Shared { .. } => {
                 self.shared.engine.notify.wait_timeout(max_wait);
                 if self.full.is_empty() {
                     Progress::Idle
@@ -424,7 +432,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
                 }
                 loop {
                     let left = end.saturating_duration_since(Instant::now());
-                    let step = rx.step(false, Some(left));
+                    let step = rx.step(false, receiver::Until::Within(left));
                     if !self.full.is_empty() {
                         return Progress::Ready;
                     }
@@ -503,12 +511,24 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
                 // A second stop (drop after shutdown) finds nothing to do.
                 self.runner = Runner::Thread(None);
             }
+            Runner::Shared { done, .. } => {
+                self.shared.engine.resume[0].notify.notify();
+                // Wakes the group's thread if it waits for this socket.
+                sys::shutdown_read(std::os::fd::AsFd::as_fd(&self.stop_socket));
+                // The thread finishes this receiver as its own thread would, then says so
+                // (or hung up: it panicked).
+                if done.recv().is_err() {
+                    tracing::error!("in-place group receive thread ended early");
+                }
+                self.runner = Runner::Thread(None);
+            }
         }
     }
 }
 
 impl<T, B> Drop for InPlaceReceiver<T, B> {
     fn drop(&mut self) {
+        let shared = matches!(self.runner, Runner::Shared { .. });
         if let Runner::Thread(thread) = &mut self.runner
             && let Some(t) = thread.take()
         {
@@ -516,6 +536,15 @@ impl<T, B> Drop for InPlaceReceiver<T, B> {
             self.shared.engine.resume[0].notify.notify();
             sys::shutdown_read(std::os::fd::AsFd::as_fd(&self.stop_socket));
             let _ = t.join();
+        }
+        if shared {
+            // The group's thread finishes this receiver; the last receiver of the group
+            // joins the thread (`GroupThread`'s drop).
+            self.shared.engine.stop.store(true, Ordering::Release);
+            sys::shutdown_read(std::os::fd::AsFd::as_fd(&self.stop_socket));
+            if let Runner::Shared { done, .. } = &self.runner {
+                let _ = done.recv();
+            }
         }
     }
 }

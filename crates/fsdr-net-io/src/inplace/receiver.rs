@@ -9,6 +9,7 @@ use std::time::Duration;
 use socket2::Socket;
 
 pub(super) use super::layout::{Area, Layout, Part, Probe, StreamMark, Unit};
+pub(super) use super::step::{Polled, Polling, Ready, Step, Until};
 use super::{Filled, InShared, ItemBuffer};
 use crate::depacketizer::{Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
 use crate::engine::receive::Pass;
@@ -153,6 +154,9 @@ pub(super) struct Receive<T, B> {
     pub(super) poll_ns: u64,
     /// With `poll_ns`: what the last receive found, which says when the next one comes.
     pub(super) polling: Polling,
+    /// A group's receive thread found the socket readable (`Until::Polled`): the next wait
+    /// takes that instead of asking the kernel.
+    pub(super) readable: bool,
     pub(super) counts: LocalCounts,
     pub(super) released: Vec<Released<Entry>>,
     pub(super) spare: Vec<Vec<u8>>,
@@ -244,6 +248,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             singles: 0,
             poll_ns,
             polling: Polling::Off,
+            readable: false,
             counts: LocalCounts::default(),
             released: Vec::new(),
             spare: Vec::new(),
@@ -278,9 +283,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     }
 
     /// One pass of the receive loop: takes a buffer, writes what waits for room, hands a
-    /// full buffer over, or waits for data (until a deadline, or `max_wait` when given) and
-    /// receives one batch.
-    pub(super) fn step(&mut self, stopping: bool, max_wait: Option<Duration>) -> Step {
+    /// full buffer over, or waits for data (as `until` says) and receives one batch.
+    pub(super) fn step(&mut self, stopping: bool, until: Until) -> Step {
         if self.cur.is_none() && !self.next_buffer() {
             return Step::NoBuffer;
         }
@@ -309,7 +313,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         // Under load (the last receive brought data) on its own thread: sleep (unless more
         // is queued), then read.
         let polling = std::mem::replace(&mut self.polling, Polling::Off);
-        if wait == Wait::ForOne && polling != Polling::Off && max_wait.is_none() {
+        if wait == Wait::ForOne && polling != Polling::Off && until == Until::Data {
             match self.poll_sleep(polling == Polling::Sleep) {
                 Polled::HandedOver => return Step::Busy,
                 Polled::Slept => wait = Wait::No,
@@ -317,11 +321,15 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
         }
         if wait == Wait::ForOne {
-            match self.wait_for_data(max_wait) {
+            match self.wait_for_data(until) {
                 Ready::Now => {}
                 Ready::Acted => return Step::Busy,
                 Ready::Nothing => return Step::Idle,
             }
+        }
+        if until == Until::Polled {
+            // The group's thread serves other sockets too: it never blocks in one.
+            wait = Wait::No;
         }
         let step = match self.receive(wait) {
             Ok(true) => Step::Busy,
@@ -517,7 +525,7 @@ impl<T: Item, B: ItemBuffer<T>> crate::engine::receive::ReceiveSide for Receive<
     }
 
     fn pass(&mut self, stopping: bool) -> Pass {
-        match self.step(stopping, None) {
+        match self.step(stopping, Until::Data) {
             Step::Busy => Pass::Took { more: true },
             Step::NoBuffer => Pass::NoRoom,
             Step::Idle => Pass::Idle,
@@ -545,48 +553,4 @@ impl<T: Item, B: ItemBuffer<T>> crate::engine::receive::ReceiveSide for Receive<
         self.publish();
         pass
     }
-}
-
-/// What one [`Receive::step`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Step {
-    /// Received, handed over, or acted on a deadline.
-    Busy,
-    /// No empty buffer: the consumer has to return one.
-    NoBuffer,
-    /// Nothing arrived within the wait.
-    Idle,
-    /// Stopping and the socket's queue is empty (or shut down).
-    Drained,
-}
-
-/// What [`Receive::wait_for_data`] found.
-pub(super) enum Ready {
-    /// The socket is readable (or there is no deadline: the receive itself waits).
-    Now,
-    /// A deadline came first and was acted on.
-    Acted,
-    /// Nothing within the caller's wait.
-    Nothing,
-}
-
-/// Under load with a poll interval, when the next receive comes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Polling {
-    /// When the socket has data (the last receive found none, or no poll interval).
-    Off,
-    /// After a sleep: the last receive took what was queued.
-    Sleep,
-    /// At once: the last receive was full, more is likely queued.
-    Drain,
-}
-
-/// What [`Receive::poll_sleep`] did.
-pub(super) enum Polled {
-    /// The last receive made a hand-over due: done instead of sleeping.
-    HandedOver,
-    /// Slept (or had no need to): the next receive does not wait.
-    Slept,
-    /// A deadline has passed: `wait_for_data` acts on it.
-    Due,
 }

@@ -6,29 +6,54 @@
 use std::time::Duration;
 
 use super::ItemBuffer;
-use super::receiver::{Polled, Ready, Receive};
+use super::receiver::Receive;
+use super::step::{Polled, Ready, Until};
 use crate::sample::Item;
 use crate::sys;
 
 impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
-    /// Waits until the socket is readable or a deadline (hand-over, reorder timeout)
-    /// passes, and acts on the deadline; with `max_wait`, waits that long at most.
-    pub(super) fn wait_for_data(&mut self, max_wait: Option<Duration>) -> Ready {
-        let reorder = self
-            .order
+    /// When the reorder stage gives up on its oldest gap (ns, monotonic), if anything is held.
+    fn reorder_deadline_ns(&self, now: u64) -> Option<u64> {
+        self.order
             .as_ref()
             .and_then(|o| o.held_since())
             .map(|since| {
-                let waited = since.elapsed();
-                sys::monotonic_ns() + self.reorder_timeout.saturating_sub(waited).as_nanos() as u64
-            });
+                now + self
+                    .reorder_timeout
+                    .saturating_sub(since.elapsed())
+                    .as_nanos() as u64
+            })
+    }
+
+    /// The next moment this receiver must act without data (ns, monotonic): a hand-over
+    /// due, the reorder timeout. For a group's thread, which waits for all its receivers.
+    pub(super) fn next_deadline_ns(&self) -> Option<u64> {
+        let due = self.hand_over_due();
+        [
+            due.map(|d| d.on_receive),
+            due.map(|d| d.at_latest),
+            self.reorder_deadline_ns(sys::monotonic_ns()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Waits until the socket is readable or a deadline (hand-over, reorder timeout)
+    /// passes, and acts on the deadline; waits no longer than `until` allows.
+    pub(super) fn wait_for_data(&mut self, until: Until) -> Ready {
+        let reorder = self.reorder_deadline_ns(sys::monotonic_ns());
         let due = self.hand_over_due();
         // Right after a receive: hand over now if that receive made it due.
         if due.is_some_and(|d| sys::monotonic_ns() >= d.on_receive) {
             self.hand_over_now();
             return Ready::Acted;
         }
-        let limit = max_wait.map(|w| sys::monotonic_ns() + w.as_nanos() as u64);
+        let limit = match until {
+            Until::Data => None,
+            Until::Within(w) => Some(sys::monotonic_ns() + w.as_nanos() as u64),
+            Until::Polled => Some(sys::monotonic_ns()),
+        };
         let deadline = [due.map(|d| d.at_latest), reorder]
             .into_iter()
             .flatten()
@@ -38,7 +63,14 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         };
         let d = limit.map_or(d, |l| l.min(d));
         let now = sys::monotonic_ns();
-        if now < d && self.readable_within(d - now) {
+        let readable = match until {
+            // What the group's poll found, unless a deadline passed meanwhile.
+            Until::Polled => {
+                std::mem::take(&mut self.readable) && deadline.is_none_or(|dl| now < dl)
+            }
+            _ => now < d && self.readable_within(d - now),
+        };
+        if readable {
             return Ready::Now;
         }
         // A deadline passed with nothing to read.
@@ -94,16 +126,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             self.hand_over_now();
             return Polled::HandedOver;
         }
-        let reorder = self
-            .order
-            .as_ref()
-            .and_then(|o| o.held_since())
-            .map(|since| {
-                now + self
-                    .reorder_timeout
-                    .saturating_sub(since.elapsed())
-                    .as_nanos() as u64
-            });
+        let reorder = self.reorder_deadline_ns(now);
         let deadline = [due.map(|d| d.at_latest), reorder]
             .into_iter()
             .flatten()

@@ -411,16 +411,6 @@ pub fn socket_drops(fd: impl AsFd) -> io::Result<u32> {
     Ok(info[SK_MEMINFO_DROPS])
 }
 
-/// Waits up to `ns` nanoseconds for `fd` to become readable (`ppoll`, nanosecond timeout);
-/// true when it is.
-pub fn readable_within(fd: impl AsFd, ns: u64) -> bool {
-    use nix::poll::{PollFd, PollFlags, ppoll};
-    use nix::sys::time::TimeSpec;
-    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-    let t = TimeSpec::from_duration(std::time::Duration::from_nanos(ns));
-    matches!(ppoll(&mut fds, Some(t), None), Ok(n) if n > 0)
-}
-
 /// `shutdown(fd, SHUT_RD)`: wakes every receive waiting on the socket (blocking `recvmsg` and
 /// `recvmmsg`, io_uring receives), which then return 0. On an unconnected UDP socket the call
 /// reports `ENOTCONN` but still marks the socket and wakes the waiters, so that error is
