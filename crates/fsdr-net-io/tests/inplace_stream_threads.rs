@@ -1,7 +1,8 @@
 //! Several in-place receivers of a port on one receive thread
 //! (`InPlaceReceiver::start_streams_on` with fewer threads than streams): a receiver whose
-//! consumer lends no buffer holds up only its own stream, and one that is shut down leaves
-//! the others running.
+//! consumer lends no buffer holds up only its own stream, one that is shut down leaves the
+//! others running, and a deadline (the reorder timeout) is kept with no datagram to wake the
+//! thread.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -123,4 +124,31 @@ fn a_group_needs_a_receive_thread() {
         Err(Error::Config(msg)) => assert!(msg.contains("receive thread"), "{msg}"),
         other => panic!("not refused: {other:?}"),
     }
+}
+
+/// A gap at the end of what arrived is decided by the reorder timeout on the shared thread,
+/// with no later datagram to wake it: what came behind the gap is handed over and the gap
+/// counted while the stream is silent, before any shutdown.
+#[test]
+fn the_reorder_timeout_decides_a_gap_on_a_shared_thread_without_more_data() {
+    let mut cfg = config();
+    cfg.engine.reorder_window = 64;
+    cfg.engine.reorder_timeout = Duration::from_millis(20);
+    let mut rxs = Rx::start_streams_on(cfg, &[7, 9], 1).unwrap();
+    for rx in &mut rxs {
+        for _ in 0..2 {
+            rx.give(vec![0u8; BUFFER]).unwrap();
+        }
+    }
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = rxs[0].local_addr();
+    send(&tx, to, 9, 0..2);
+    send(&tx, to, 9, 3..4);
+    let mut got = Vec::new();
+    collect(&mut rxs[1], 3 * PAYLOAD, &mut got);
+    let mut want = expected(9, 0..2);
+    want.extend(expected(9, 3..4));
+    assert_eq!(got, want, "{}", rxs[1].stats());
+    assert_eq!(rxs[1].stats().missed, 1, "{}", rxs[1].stats());
+    assert_eq!(rxs[0].stats().delivered, 0);
 }

@@ -52,6 +52,20 @@ fn config(format: Format) -> InPlaceConfig<Complex<i16>> {
     }
 }
 
+/// An emulator of `channels` ramps of `packets` datagrams each to `to`, at 20 Msps.
+fn ramp(to: std::net::SocketAddr, format: Format, packets: u64, channels: usize) -> EmulatorConfig {
+    let mut emu = EmulatorConfig::new(to, format);
+    emu.rate = 20e6;
+    emu.tick_rate = 20e6;
+    emu.spp = Some(SPP as usize);
+    emu.samples = Some(packets * SPP);
+    emu.signal = Signal::Ramp;
+    // Little-endian sc16 in both formats: the items' memory, so no conversion.
+    emu.wire = WireFormat::Sc16Chdr;
+    emu.channels = channels;
+    emu
+}
+
 /// What one receiver of the group produced.
 struct Out {
     stats: Stats,
@@ -158,15 +172,7 @@ fn each_stream_of_a_port_lands_in_its_own_receiver_in_place() {
             let rxs = Rx::start_streams_on(config(format), &ids, threads).unwrap();
             let addrs: Vec<_> = rxs.iter().map(|rx| rx.local_addr()).collect();
             assert!(addrs.iter().all(|a| *a == addrs[0]), "one port: {addrs:?}");
-            let mut emu = EmulatorConfig::new(addrs[0], format);
-            emu.rate = 20e6;
-            emu.tick_rate = 20e6;
-            emu.spp = Some(SPP as usize);
-            emu.samples = Some(PACKETS * SPP);
-            emu.signal = Signal::Ramp;
-            // Little-endian sc16 in both formats: the items' memory, so no conversion.
-            emu.wire = WireFormat::Sc16Chdr;
-            emu.channels = CHANNELS;
+            let mut emu = ramp(addrs[0], format, PACKETS, CHANNELS);
             // Losses in channel 1 only.
             emu.faults = Faults {
                 drop_every,
@@ -320,4 +326,48 @@ fn streams_the_kernel_cannot_tell_apart_are_refused() {
     assert!(e.to_string().contains("GRO"), "{e}");
     let e = refused(Format::Vrt, Backend::Recvmmsg, &[]);
     assert!(e.to_string().contains("stream IDs"), "{e}");
+}
+
+/// On one receive thread for every stream, a channel with reordered, duplicated and lost
+/// datagrams — its reorder window and timeout run on the thread that serves the others —
+/// gets every sample at its index and counts each fault; the clean channels are untouched.
+#[test]
+fn faults_in_one_stream_on_a_shared_thread_are_that_streams_alone() {
+    const PACKETS: u64 = 601;
+    for format in [Format::Chdr, Format::Vrt] {
+        let ids: Vec<u32> = (0..3).map(|c| channel_stream_id(format, c)).collect();
+        let rxs = Rx::start_streams_on(config(format), &ids, 1).unwrap();
+        let mut emu = ramp(rxs[0].local_addr(), format, PACKETS, 3);
+        emu.faults = Faults {
+            drop_every: Some(97),
+            reorder_every: Some(13),
+            duplicate_every: Some(29),
+            channel: Some(1),
+            ..Faults::default()
+        };
+        let sender = std::thread::spawn(move || Emulator::new(emu).unwrap().run().unwrap());
+        let (sent, outs) = drain(rxs, sender);
+        assert!(
+            sent.dropped > 0 && sent.reordered > 0 && sent.duplicated > 0,
+            "{sent:?}"
+        );
+        for (channel, out) in outs.iter().enumerate() {
+            let ctx = format!(
+                "{format}, channel {channel}: {}\n{:?}\n{sent:?}",
+                out.stats, out.dp
+            );
+            let (dropped, duplicated) = if channel == 1 {
+                (sent.dropped, sent.duplicated)
+            } else {
+                (0, 0)
+            };
+            assert_eq!(out.stats.delivered, PACKETS - dropped, "{ctx}");
+            assert_eq!(out.stats.missed, dropped, "{ctx}");
+            assert_eq!(out.stats.duplicates, duplicated, "{ctx}");
+            assert_eq!((out.stats.late, out.stats.resyncs), (0, 0), "{ctx}");
+            assert_eq!(out.items.len() as u64, PACKETS * SPP, "{ctx}");
+            assert_eq!(check_timeline(&out.items, &ctx), dropped * SPP, "{ctx}");
+            assert_eq!(out.missed_tags, dropped, "{ctx}");
+        }
+    }
 }
