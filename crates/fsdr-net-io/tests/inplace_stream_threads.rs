@@ -152,3 +152,52 @@ fn the_reorder_timeout_decides_a_gap_on_a_shared_thread_without_more_data() {
     assert_eq!(rxs[1].stats().missed, 1, "{}", rxs[1].stats());
     assert_eq!(rxs[0].stats().delivered, 0);
 }
+
+/// A receiver of a group shut down while the others run leaves their steering as it was: each
+/// remaining stream still reaches its own receiver, from any sender port (the kernel's
+/// fallback for a socket index it does not have would pick one by the flow's hash).
+#[test]
+fn shutting_one_receiver_down_leaves_the_others_streams_where_they_were() {
+    const N: u64 = 10;
+    for threads in [3, 1] {
+        let mut rxs = Rx::start_streams_on(config(), &[5, 6, 7], threads).unwrap();
+        let to = rxs[0].local_addr();
+        for rx in &mut rxs[1..] {
+            for _ in 0..2 {
+                rx.give(vec![0u8; BUFFER]).unwrap();
+            }
+        }
+        let mut rest = rxs.into_iter();
+        let (first, _, _) = rest.next().unwrap().shutdown();
+        assert_eq!(first.delivered, 0);
+        let mut rest: Vec<Rx> = rest.collect();
+        // Several senders: several flow hashes.
+        let senders: Vec<UdpSocket> = (0..8)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for (k, tx) in senders.iter().enumerate() {
+            let seqs = k as u64 * N..(k as u64 + 1) * N;
+            send(tx, to, 6, seqs.clone());
+            send(tx, to, 7, seqs);
+        }
+        let total = senders.len() as u64 * N;
+        for (rx, id) in rest.iter_mut().zip([6, 7]) {
+            let mut got = Vec::new();
+            collect(rx, total as usize * PAYLOAD, &mut got);
+            assert_eq!(
+                got,
+                expected(id, 0..total),
+                "stream {id}, {threads} threads: {}",
+                rx.stats()
+            );
+        }
+        for rx in rest {
+            let (s, _, _) = rx.shutdown();
+            assert_eq!(
+                (s.delivered, s.skipped, s.missed),
+                (total, 0, 0),
+                "{threads} threads: {s}"
+            );
+        }
+    }
+}

@@ -97,6 +97,9 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
     /// A sender's GSO send is one datagram until the receiving socket is chosen: it reaches
     /// the socket of its first datagram's stream, so a sender that uses GSO (as the
     /// [emulator](crate::emulator) does) sends each stream's datagrams in sends of their own.
+    /// A receiver shut down while the others run leaves their steering as it was: its socket
+    /// stays in the group until the last receiver is dropped (what comes for its stream then
+    /// waits there unread).
     ///
     /// ```
     /// use fsdr_net_io::depacketizer::DepacketizerConfig;
@@ -226,6 +229,15 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
                 reason: format!("SO_ATTACH_REUSEPORT_CBPF (steering by stream ID): {e}"),
             }
         })?;
+        // The kernel numbers a group's sockets in the order they joined, and the program
+        // returns that number; a socket that leaves gives its number to the last one. So
+        // every socket stays in the group until the last receiver is gone.
+        let kept = sockets
+            .iter()
+            .map(|o| o.socket.try_clone())
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(sock_err)?;
+        let kept = Arc::new(kept);
         let notify = Arc::new(Notify::new());
         let mut cfg = cfg;
         cfg.engine.socket.bind = socket.bind;
@@ -240,7 +252,9 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
                 };
                 // With a thread for each, each starts its own; else the receive loops are
                 // handed to the group's threads below.
-                Self::open_as(cfg.clone(), threads < ids.len(), member)
+                let mut rx = Self::open_as(cfg.clone(), threads < ids.len(), member)?;
+                rx._group = Some(kept.clone());
+                Ok(rx)
             })
             .collect::<Result<Vec<_>, Error>>()
             .and_then(|rxs| {

@@ -214,6 +214,10 @@ pub struct InPlaceReceiver<T, B> {
     buffer: BufferReport,
     /// Held while the receiver lives ([`EngineConfig::cpu_latency`](crate::EngineConfig)).
     _cpu_latency: Option<crate::cpu_latency::CpuLatencyRequest>,
+    /// A receiver of a group ([`group`]): every socket of the group, kept open until the
+    /// last receiver of the group is dropped, so that one closed early does not renumber
+    /// the `SO_REUSEPORT` group the steering program indexes.
+    _group: Option<Arc<Vec<Socket>>>,
     _items: PhantomData<fn() -> T>,
 }
 
@@ -380,6 +384,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             local_addr: opened.local_addr,
             buffer: opened.buffer,
             _cpu_latency: cpu_latency,
+            _group: None,
             _items: PhantomData,
         })
     }
