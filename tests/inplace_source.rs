@@ -1,11 +1,16 @@
-//! The zero-copy source end to end in FutureSDR's default runtime: the emulator's CHDR ramp
+//! The zero-copy sources end to end in FutureSDR's default runtime: the emulator's CHDR ramp
 //! into an `InPlaceUdpSource<Complex<i16>>`, checked sample by sample by a `RampCheck` that
 //! reads the circuit buffer in place, with the circuit closed so buffers come back; with UDP
 //! GRO and without (the emulator sends with GSO: with GRO its datagrams arrive coalesced).
+//! And `UdpSource` with `zero_copy` (`zero_copy` below), which writes into windows of the
+//! default circular buffer.
+
+#[path = "inplace_source/zero_copy.rs"]
+mod zero_copy;
 
 use std::time::Duration;
 
-use fsdr_net::io::emulator::{Emulator, EmulatorConfig, Faults, Signal};
+use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Faults, Signal};
 use fsdr_net::prelude::*;
 use fsdr_net::{InPlaceUdpSource, RampCheck};
 use futuresdr::num_complex::Complex;
@@ -30,6 +35,45 @@ struct Outcome {
     missed_messages: usize,
 }
 
+/// Samples per packet of the emulator's streams here.
+const SPP: u64 = 1000;
+
+/// The builder every source here starts from: CHDR at 50 Msps (a 50 MHz clock), zero-fill,
+/// the end 300 ms after the stream's.
+fn builder() -> Builder {
+    futuresdr::runtime::config::set("ctrlport_enable", false);
+    UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
+        .format(Format::Chdr)
+        .tick_rate(50e6)
+        .sample_rate(50e6)
+        .zero_fill_missed(true)
+        .stats_interval(None)
+        .finish_after_idle(Duration::from_millis(300))
+        .first_datagram_within(Duration::from_secs(10))
+}
+
+/// The emulator's CHDR ramp to `to`: `packets` packets of [`SPP`] samples at `rate`.
+fn emulator(to: std::net::SocketAddr, packets: u64, rate: f64, faults: Faults) -> EmulatorConfig {
+    let mut emu = EmulatorConfig::new(to, Format::Chdr);
+    emu.rate = rate;
+    emu.tick_rate = 50e6;
+    emu.spp = Some(SPP as usize);
+    emu.samples = Some(packets * SPP);
+    emu.signal = Signal::Ramp;
+    emu.faults = faults;
+    emu
+}
+
+/// Runs `fg` in FutureSDR's default runtime while the emulator sends, from 200 ms on.
+fn run_sending(fg: Flowgraph, emu: EmulatorConfig) -> Result<(Flowgraph, EmulatorReport)> {
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        Emulator::new(emu).unwrap().run().unwrap()
+    });
+    let fg = Runtime::new().run(fg)?;
+    Ok((fg, sender.join().unwrap()))
+}
+
 /// Runs `packets` CHDR packets of 1000 samples through the in-place source into a ramp
 /// check, with UDP GRO on if `gro`.
 fn run(packets: u64, faults: Faults, gro: bool) -> Result<Outcome> {
@@ -43,34 +87,13 @@ fn run_tuned(
     gro: bool,
     tune: impl FnOnce(Builder) -> Builder,
 ) -> Result<Outcome> {
-    futuresdr::runtime::config::set("ctrlport_enable", false);
-    let builder = UdpSource::<Complex<i16>>::builder("127.0.0.1:0")
-        .format(Format::Chdr)
-        .tick_rate(50e6)
-        .sample_rate(50e6)
-        .zero_fill_missed(true)
-        .stats_interval(None)
-        .finish_after_idle(Duration::from_millis(300))
-        .first_datagram_within(Duration::from_secs(10))
-        .udp_gro(gro);
-    let src: InPlaceUdpSource<Complex<i16>> = tune(builder).build_in_place()?;
-    let mut emu = EmulatorConfig::new(src.local_addr(), Format::Chdr);
-    emu.rate = 50e6;
-    emu.tick_rate = 50e6;
-    emu.spp = Some(1000);
-    emu.samples = Some(packets * 1000);
-    emu.signal = Signal::Ramp;
-    emu.faults = faults;
+    let src: InPlaceUdpSource<Complex<i16>> = tune(builder().udp_gro(gro)).build_in_place()?;
+    let emu = emulator(src.local_addr(), packets, 50e6, faults);
     let check = Check::new(true);
     let messages = MessageCollector::new();
     let mut fg = Flowgraph::new();
     connect!(fg, src > check; src < check; src.missed | messages);
-    let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
-        Emulator::new(emu).unwrap().run().unwrap()
-    });
-    let fg = Runtime::new().run(fg)?;
-    let sent = sender.join().unwrap();
+    let (fg, sent) = run_sending(fg, emu)?;
     let src = fg.block(&src)?;
     let check = fg.block(&check)?;
     let missed = fg.block(&messages)?.messages().len();
@@ -110,6 +133,16 @@ fn a_clean_stream_arrives_whole_without_a_copy() -> Result<()> {
     Ok(())
 }
 
+/// Every packet the emulator dropped counted, zero-filled and messaged (`items` came out,
+/// `missed` messages were posted).
+fn check_drops(sent: &EmulatorReport, s: &SourceStats, items: u64, missed: usize, ctx: &str) {
+    assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
+    assert_eq!(s.engine.missed, sent.dropped, "{ctx}");
+    assert_eq!(s.stream.zeros_inserted, sent.dropped_samples, "{ctx}");
+    assert_eq!(items, sent.samples_sent + sent.dropped_samples, "{ctx}");
+    assert_eq!(missed as u64, sent.dropped, "{ctx}");
+}
+
 #[test]
 fn drops_are_zero_filled_counted_and_messaged() -> Result<()> {
     let faults = Faults {
@@ -125,11 +158,7 @@ fn drops_are_zero_filled_counted_and_messaged() -> Result<()> {
             ..
         } = run(1001, faults, gro)?;
         let ctx = format!("GRO: {gro}\n{}\n{:?}\n{sent:?}", s.engine, s.stream);
-        assert_eq!(s.engine.kernel_drops, 0, "{ctx}");
-        assert_eq!(s.engine.missed, sent.dropped, "{ctx}");
-        assert_eq!(s.stream.zeros_inserted, sent.dropped_samples, "{ctx}");
-        assert_eq!(items, sent.samples_sent + sent.dropped_samples, "{ctx}");
-        assert_eq!(missed_messages as u64, sent.dropped, "{ctx}");
+        check_drops(&sent, &s, items, missed_messages, &ctx);
     }
     Ok(())
 }

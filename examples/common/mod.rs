@@ -193,6 +193,12 @@ pub struct TuningArgs {
     /// The in-place source's buffers in its ring (default: the builder's, 32).
     #[arg(long)]
     pub in_place_buffers: Option<usize>,
+    /// Receive straight into the source's output, FutureSDR's default buffer
+    /// (`UdpSourceBuilder::zero_copy`, which the builder turns on by default where the
+    /// items are the wire's and no backend is chosen; here with `--backend recvmmsg` or
+    /// `xdp` too).
+    #[arg(long)]
+    pub zero_copy: bool,
     /// Receive threads of the in-place multi-stream source (default: the builder's, one
     /// per stream up to half the CPUs).
     #[arg(long)]
@@ -269,6 +275,8 @@ impl TuningArgs {
         let b = b
             .batch_workers(!self.normal_workers)
             .configure(|c| self.apply(c));
+        // Off is the builder's to decide (by default on where it can be).
+        let b = if self.zero_copy { b.zero_copy(true) } else { b };
         let b = match self.in_place_buffers {
             Some(n) => b.in_place_buffers(n),
             None => b,

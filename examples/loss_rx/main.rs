@@ -4,7 +4,9 @@
 //! `getrusage`, and by the threads' roles: receive threads, FutureSDR workers, main thread).
 //!
 //! Receivers:
-//! * `flowgraph-<backend>`: fsdr-net's `UdpSource` → counting sink in a FutureSDR flowgraph;
+//! * `flowgraph`: fsdr-net's `UdpSource` as its builder makes it by default (bytes are the
+//!   wire's: received in place into the output buffer, `zero_copy`) → counting sink in a
+//!   FutureSDR flowgraph; `flowgraph-<backend>`: the same with that backend (the engine);
 //!   `flowgraph-multi`: its `MultiUdpSource`, one output and sink per channel of a
 //!   `--channels N` stream (`usrp_sim --channels N` to the same port), and
 //!   `flowgraph-multi-inplace` its zero-copy `MultiInPlaceUdpSource`; `flowgraph-inplace`:
@@ -41,7 +43,7 @@ use fsdr_net::io::{Backend, Format};
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// flowgraph-<backend>, flowgraph-inplace[-xdp], flowgraph-multi[-inplace], engine-<backend>,
+    /// flowgraph[-<backend>], flowgraph-inplace[-xdp], flowgraph-multi[-inplace], engine-<backend>,
     /// engine-inline, inplace, inplace-inline, futuresdr or recvmmsg.
     #[arg(long, default_value = "flowgraph-mio")]
     receiver: String,
@@ -172,13 +174,13 @@ fn main() -> Result<()> {
         ("flowgraph-multi-inplace", None) => multi::flowgraph_multi_in_place(&args)?,
         ("inplace", None) => in_place(&args, false)?,
         ("inplace-inline", None) => in_place(&args, true)?,
-        ("flowgraph", Some(b)) => flowgraph(&args, b)?,
+        ("flowgraph", b) => flowgraph(&args, b)?,
         ("engine", Some(b)) => engine(&args, b, false)?,
         ("engine-inline", None) => engine(&args, Backend::Mio, true)?,
         ("futuresdr", None) => futuresdr_source(&args)?,
         ("recvmmsg", None) => reference(&args)?,
         _ => bail!(
-            "unknown receiver {:?}: flowgraph-<backend>, flowgraph-inplace[-xdp], flowgraph-multi[-inplace], engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
+            "unknown receiver {:?}: flowgraph[-<backend>], flowgraph-inplace[-xdp], flowgraph-multi[-inplace], engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
             args.receiver
         ),
     };

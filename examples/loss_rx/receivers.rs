@@ -92,15 +92,17 @@ pub(crate) fn flowgraph_outcome(args: &Args, bytes: u64, s: SourceStats) -> Outc
 }
 
 /// fsdr-net's `UdpSource` into a sink; with `--ports N` one source and sink per port.
-pub(crate) fn flowgraph(args: &Args, backend: Backend) -> Result<Outcome> {
+pub(crate) fn flowgraph(args: &Args, backend: Option<Backend>) -> Result<Outcome> {
     let srcs = on_ports(
         args,
         |bind| {
-            Ok(source_builder(args, bind)
-                .backend(backend)
-                // After the backend: the xdp backend's interface.
-                .configure(|c| args.multicast.apply_xdp(c))
-                .build()?)
+            let b = source_builder(args, bind);
+            let b = match backend {
+                Some(backend) => b.backend(backend),
+                None => b,
+            };
+            // After the backend: the xdp backend's interface.
+            Ok(b.configure(|c| args.multicast.apply_xdp(c)).build()?)
         },
         |s| s.local_addr(),
     )?;

@@ -39,13 +39,16 @@ pub struct UdpSourceBuilder<T> {
     /// `reuseport` / `uring_depth` were given: they name their backend.
     reuseport_set: bool,
     uring_depth_set: bool,
-    in_place_buffers: usize,
+    /// As set (`None`: 32, and 8 windows for `zero_copy`).
+    pub(super) in_place_buffers: Option<usize>,
     pub(super) stream_threads: Option<usize>,
     /// `coalesce` was given (or changed through `configure`): it wins over the budget.
     pub(super) coalesce_set: bool,
     /// `poll_interval` was changed through `configure`: it wins over the budget.
     pub(super) poll_set: bool,
     pub(super) low_latency: bool,
+    /// `zero_copy` as set (`None`: by default).
+    pub(super) zero_copy: Option<bool>,
     /// The latency budget given, if any (checked at build).
     pub(super) budget: Option<Duration>,
     _items: PhantomData<T>,
@@ -74,11 +77,12 @@ impl<T: Item> UdpSourceBuilder<T> {
             backend_set: false,
             reuseport_set: false,
             uring_depth_set: false,
-            in_place_buffers: 32,
+            in_place_buffers: None,
             stream_threads: None,
             coalesce_set: false,
             poll_set: false,
             low_latency: false,
+            zero_copy: None,
             budget: None,
             _items: PhantomData,
         }
@@ -427,10 +431,12 @@ impl<T: Item> UdpSourceBuilder<T> {
 
     /// Buffers of the in-place source ([`build_in_place`](Self::build_in_place)) in
     /// circulation between it, the receive thread and downstream (default 32; each holds
-    /// [`buffer_datagrams`](Self::buffer_datagrams) of the largest datagrams). They bound the
-    /// queue in front of the flowgraph: when none is free the receive thread stops reading.
+    /// [`buffer_datagrams`](Self::buffer_datagrams) of the largest datagrams), and the
+    /// windows a [`zero_copy`](Self::zero_copy) `UdpSource` lends at once (default 8). They
+    /// bound the queue in front of the flowgraph: when none is free the receive thread
+    /// stops reading.
     pub fn in_place_buffers(mut self, n: usize) -> Self {
-        self.in_place_buffers = n;
+        self.in_place_buffers = Some(n);
         self
     }
 
@@ -502,13 +508,14 @@ impl<T: Item> UdpSourceBuilder<T> {
         }
         let items =
             limits::output_items(self.buffer_datagrams.unwrap_or(64), &decoder, cfg.slot_size)?;
-        limits::check_in_place(self.in_place_buffers, items * std::mem::size_of::<T>())?;
+        let buffers = self.in_place_buffers.unwrap_or(32);
+        limits::check_in_place(buffers, items * std::mem::size_of::<T>())?;
         let marks = dp_cfg.marks.as_ref().map(|m| ProbeSpec {
             block: m.block(),
             granularity: m.granularity(),
         });
         let parts = InPlaceParts {
-            buffers: self.in_place_buffers,
+            buffers,
             items,
             stats_interval: self.stats_interval,
             idle_finish: self
@@ -521,7 +528,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             engine: cfg,
             decoder,
             depacketizer: dp_cfg,
-            buffers: self.in_place_buffers,
+            buffers,
         };
         Ok((parts, cfg))
     }
@@ -535,14 +542,19 @@ impl<T: Item> UdpSourceBuilder<T> {
             dp_cfg,
             block,
         } = self.parts()?;
+        let by_default = || super::window::by_default(&cfg, &decoder, self.backend_set);
+        if self.zero_copy.unwrap_or_else(by_default) {
+            return self.build_zero_copy();
+        }
         limits::output_items(self.buffer_datagrams.unwrap_or(16), &decoder, cfg.slot_size)?;
         let dp = Depacketizer::new(decoder, dp_cfg);
         let engine = Engine::start(cfg.clone())?;
+        let items = self.buffer_datagrams.unwrap_or(16) * dp.max_items(cfg.slot_size);
         let mut src = UdpSource::new(
-            engine,
+            super::Feed::Engine(engine),
             dp,
             cfg.slot_size,
-            self.buffer_datagrams.unwrap_or(16),
+            items,
             self.stats_interval,
             self.idle_finish
                 .map(|idle| (idle, self.first_wait.unwrap_or(idle))),

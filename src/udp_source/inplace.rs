@@ -12,9 +12,7 @@ use fsdr_net_io::sample::Item;
 use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 
-use super::{
-    Activity, Deadline, SourceStats, StatsTimer, context_pmt, gap_pmt, sleep_until, tags_of,
-};
+use super::{Activity, Deadline, SourceStats, StatsTimer, post_found, sleep_until, tags_of};
 use crate::probe::ProbeSpec;
 
 /// A circuit buffer lent to the receive thread.
@@ -147,12 +145,7 @@ impl<T: Item> InPlaceUdpSource<T> {
         now: Instant,
     ) -> Result<()> {
         let h = self.lane.hand_down(&mut self.output, f);
-        for g in &h.gaps {
-            mo.post("missed", gap_pmt(g)).await?;
-        }
-        for c in &h.contexts {
-            mo.post("context", context_pmt(c)).await?;
-        }
+        post_found(mo, &h.gaps, &h.contexts).await?;
         if h.data {
             self.activity.data(now);
         }
@@ -198,15 +191,8 @@ impl<T: Item> Kernel for InPlaceUdpSource<T> {
             io.finished = true;
             return Ok(());
         }
-        let notified = self
-            .lane
-            .rx
-            .as_ref()
-            .expect("receiver present")
-            .notifier()
-            .notified();
         let deadlines = [self.stats_timer.deadline(), idle_end];
-        sleep_until(io, &self.deadline, notified, deadlines, now);
+        sleep_until(io, &self.deadline, self.lane.notified(), deadlines, now);
         Ok(())
     }
 
@@ -259,6 +245,12 @@ impl<T: Item> Lane<T> {
                 n,
             )
         })
+    }
+
+    /// Fires when the receiver hands a buffer back (it must still run).
+    pub(super) fn notified(&self) -> fsdr_net_io::Notified {
+        let rx = self.rx.as_ref().expect("receiver present");
+        rx.notifier().notified()
     }
 
     /// Every counter of the receiver (default once it is shut down).

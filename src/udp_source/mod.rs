@@ -1,6 +1,7 @@
-//! [`UdpSource`]: a FutureSDR source fed by the `fsdr-net-io` receive engine. The block is a
-//! thin wrapper: the engine receives, the [`Depacketizer`] turns datagrams into items and tags,
-//! and the block lends it output buffers, posts messages and sleeps when idle.
+//! [`UdpSource`]: a FutureSDR source fed by the `fsdr-net-io` receive engine (or, zero copy,
+//! by an in-place receiver: `window.rs`). The block is a thin wrapper: the engine receives,
+//! the [`Depacketizer`] turns datagrams into items and tags, and the block lends it output
+//! buffers, posts messages and sleeps when idle.
 
 mod budget;
 mod builder;
@@ -10,12 +11,12 @@ mod multi;
 mod multi_inplace;
 mod stats;
 mod streams;
+mod timing;
+mod window;
 
-use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+
 use std::time::{Duration, Instant};
 
 use fsdr_net_io::depacketizer::{DatagramIn, Depacketizer, GapEvent, ItemTag, TagKind};
@@ -33,6 +34,7 @@ pub use multi_inplace::MultiInPlaceUdpSource;
 pub use stats::SourceStats;
 
 use crate::probe::ProbeSpec;
+use timing::{Activity, Deadline, DeadlineWait, StatsTimer, sleep_until};
 
 /// Tag name at the first item after missed frames (or at the first inserted zero):
 /// `Tag::NamedUsize(TAG_MISSED, frames)`.
@@ -48,7 +50,10 @@ pub const TAG_EOB: &str = "rx_eob";
 /// Receives a UDP stream (raw, GNU Radio headers, CHDR or VRT) through the `fsdr-net-io`
 /// engine: receive threads drain the socket in batches off the scheduler, the block decodes
 /// payloads into its output (sc16 and sc8 converted as UHD does), fills missed frames with
-/// zeros if asked, and tags gaps, timestamps and bursts.
+/// zeros if asked, and tags gaps, timestamps and bursts. Where the items are the wire's
+/// bytes (sc16 CHDR as `Complex<i16>`, plain bytes) and no backend is chosen, the receive
+/// thread instead puts each payload straight into the output buffer
+/// ([`zero_copy`](UdpSourceBuilder::zero_copy)); the output, tags and messages are the same.
 ///
 /// # Stream Inputs
 ///
@@ -109,6 +114,10 @@ pub const TAG_EOB: &str = "rx_eob";
 #[derive(Block)]
 #[message_outputs(missed, stats, context)]
 pub struct UdpSource<T: Item> {
+    /// The in-place receiver of a [`zero_copy`](UdpSourceBuilder::zero_copy) source, which
+    /// writes into `output`'s memory: declared first, so that it is dropped (its thread
+    /// joined) before the writer.
+    window: Option<window::WindowLane<T>>,
     #[output]
     output: DefaultCpuWriter<T>,
     engine: Option<Engine>,
@@ -132,144 +141,12 @@ pub struct UdpSource<T: Item> {
     batch_workers: bool,
 }
 
-/// One timer kept across `work` calls. Creating a timer per idle wait costs a round trip to
-/// async-io's reactor thread each time: at 20 k wake-ups a second that thread alone took most
-/// of a core (found with `cargo xtask loss` and evenly paced packets). The timer is re-armed
-/// only when the wanted deadline is earlier than the armed one or the armed one has passed;
-/// when it fires early, `work` looks again and re-arms once.
-struct Deadline {
-    timer: async_io::Timer,
-    at: Option<Instant>,
-}
-
-impl Deadline {
-    fn new() -> Self {
-        Deadline {
-            timer: async_io::Timer::never(),
-            at: None,
-        }
-    }
-
-    /// Makes sure the timer fires no later than `at`.
-    fn arm(&mut self, at: Instant, now: Instant) {
-        if self.at.is_none_or(|cur| at < cur || cur <= now) {
-            self.timer.set_at(at);
-            self.at = Some(at);
-        }
-    }
-}
-
-/// Completes when the shared timer fires.
-struct DeadlineWait(Arc<Mutex<Deadline>>);
-
-impl Future for DeadlineWait {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut d = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if d.at.is_none() {
-            return Poll::Pending;
-        }
-        match Pin::new(&mut d.timer).poll(cx) {
-            Poll::Ready(_) => {
-                d.at = None;
-                Poll::Ready(())
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-/// The idle clock every source keeps for `finish_after_idle`: when the stream started (the
-/// first `work` call) and last brought data.
-#[derive(Debug, Clone, Copy)]
-struct Activity {
-    /// Silence that ends the stream, and the wait for the first datagram.
-    idle_finish: Option<(Duration, Duration)>,
-    started: Option<Instant>,
-    last_data: Option<Instant>,
-}
-
-impl Activity {
-    fn new(idle_finish: Option<(Duration, Duration)>) -> Self {
-        Self {
-            idle_finish,
-            started: None,
-            last_data: None,
-        }
-    }
-
-    /// The start, set by the first call.
-    fn start(&mut self, now: Instant) -> Instant {
-        *self.started.get_or_insert(now)
-    }
-
-    /// Data arrived at `now`.
-    fn data(&mut self, now: Instant) {
-        self.last_data = Some(now);
-    }
-
-    /// When the silence ends the stream (after [`Activity::start`]); `None` without
-    /// `finish_after_idle`.
-    fn idle_end(&self) -> Option<Instant> {
-        let (idle, first) = self.idle_finish?;
-        Some(match self.last_data {
-            Some(last) => last + idle,
-            None => self.started? + first,
-        })
-    }
-}
-
-/// When a source posts its periodic `stats` message (`stats_interval`; none: never).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct StatsTimer {
-    every: Option<Duration>,
-    next: Option<Instant>,
-}
-
-impl StatsTimer {
-    pub(super) fn new(every: Option<Duration>) -> Self {
-        Self { every, next: None }
-    }
-
-    /// Whether a message is due at `now` (the first one `every` after `started`); if so,
-    /// the next one is `every` after `now`.
-    pub(super) fn due(&mut self, started: Instant, now: Instant) -> bool {
-        let Some(every) = self.every else {
-            return false;
-        };
-        let due = *self.next.get_or_insert(started + every);
-        if now < due {
-            return false;
-        }
-        self.next = Some(now + every);
-        true
-    }
-
-    /// When the next message is due, once the first was scheduled.
-    pub(super) fn deadline(&self) -> Option<Instant> {
-        self.every.and(self.next)
-    }
-}
-
-/// Puts the block to sleep until `notified` fires or the earliest of `deadlines` passes,
-/// with the one timer `timer` kept across `work` calls.
-fn sleep_until(
-    io: &mut WorkIo,
-    timer: &Arc<Mutex<Deadline>>,
-    notified: fsdr_net_io::Notified,
-    deadlines: impl IntoIterator<Item = Option<Instant>>,
-    now: Instant,
-) {
-    match deadlines.into_iter().flatten().min() {
-        Some(at) => {
-            timer.lock().unwrap_or_else(|e| e.into_inner()).arm(at, now);
-            let wait = DeadlineWait(timer.clone());
-            io.block_on(async move {
-                futuresdr::futures::future::select(notified, wait).await;
-            });
-        }
-        None => io.block_on(notified),
-    }
+/// What fills a [`UdpSource`]: the engine, or in place an in-place receiver.
+// Passed once to `UdpSource::new`, which takes it apart: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Feed<T: Item> {
+    Engine(Engine),
+    Window(window::WindowLane<T>),
 }
 
 /// Why one pass of `work` stopped.
@@ -341,6 +218,22 @@ fn gap_pmt(g: &GapEvent) -> Pmt {
     Pmt::MapStrPmt(m)
 }
 
+/// Posts what one hand-over found: a `missed` message per gap, a `context` message per
+/// context that changed a setting.
+async fn post_found(
+    mo: &mut MessageOutputs,
+    gaps: &[GapEvent],
+    contexts: &[IfContext],
+) -> Result<()> {
+    for g in gaps {
+        mo.post("missed", gap_pmt(g)).await?;
+    }
+    for c in contexts {
+        mo.post("context", context_pmt(c)).await?;
+    }
+    Ok(())
+}
+
 /// The `fsdr_net:packet` tracepoint for a datagram (when a session records it).
 fn trace_packet(block: u64, packets: &mut u64, d: &Datagram<'_>) {
     *packets += 1;
@@ -366,21 +259,32 @@ impl<T: Item> UdpSource<T> {
     }
 
     fn new(
-        engine: Engine,
+        feed: Feed<T>,
         dp: Depacketizer<T>,
         max_datagram: usize,
-        buffer_datagrams: usize,
+        buffer_items: usize,
         stats_interval: Option<Duration>,
         idle_finish: Option<(Duration, Duration)>,
         trace_block: u64,
     ) -> Self {
         let mut output = DefaultCpuWriter::<T>::default();
-        output.set_min_buffer_size_in_items(buffer_datagrams * dp.max_items(max_datagram));
+        output.set_min_buffer_size_in_items(buffer_items);
+        let (engine, window, stats_handle, local_addr) = match feed {
+            Feed::Engine(e) => {
+                let (h, a) = (e.stats_handle(), e.local_addr());
+                (Some(e), None, h, a)
+            }
+            Feed::Window(w) => {
+                let (h, a) = (w.stats_handle(), w.local_addr());
+                (None, Some(w), h, a)
+            }
+        };
         Self {
+            window,
             output,
-            stats_handle: engine.stats_handle(),
-            local_addr: engine.local_addr(),
-            engine: Some(engine),
+            stats_handle,
+            local_addr,
+            engine,
             final_stats: None,
             dp,
             max_datagram,
@@ -420,11 +324,18 @@ impl<T: Item> UdpSource<T> {
     /// # Ok::<(), fsdr_net::Error>(())
     /// ```
     pub fn backend(&self) -> Option<(fsdr_net_io::Backend, usize)> {
+        if let Some(w) = &self.window {
+            return w.rx.as_ref().map(|_| (w.backend(), 1));
+        }
         self.engine.as_ref().map(|e| (e.backend(), e.threads()))
     }
 
     /// Every counter: live while running, final after the flowgraph ended.
     pub fn stats(&self) -> SourceStats {
+        if let Some(w) = &self.window {
+            let (engine, stream) = w.stats();
+            return SourceStats { engine, stream };
+        }
         SourceStats {
             engine: self
                 .final_stats
@@ -458,17 +369,17 @@ impl<T: Item> UdpSource<T> {
 
     /// Items produced so far, zeros included.
     pub fn items_produced(&self) -> u64 {
-        self.dp.stats().items
+        self.stats().stream.items
     }
 
     /// Zero items inserted for missed frames.
     pub fn zeros_inserted(&self) -> u64 {
-        self.dp.stats().zeros_inserted
+        self.stats().stream.zeros_inserted
     }
 
     /// Items lost at gaps, whether or not they were zero-filled.
     pub fn missed_items(&self) -> u64 {
-        self.dp.stats().missed_items
+        self.stats().stream.missed_items
     }
 
     /// One pass: fills the output from pending zeros, staged data and the engine.
@@ -522,6 +433,9 @@ impl<T: Item> Kernel for UdpSource<T> {
         if self.batch_workers {
             crate::worker_policy::batch_this_worker();
         }
+        if self.window.is_some() {
+            return self.work_window(io, mo).await;
+        }
         let now = Instant::now();
         let started = self.activity.start(now);
         if self.engine.is_none() {
@@ -570,6 +484,9 @@ impl<T: Item> Kernel for UdpSource<T> {
     }
 
     async fn deinit(&mut self, _mo: &mut MessageOutputs, _meta: &mut BlockMeta) -> Result<()> {
+        if let Some(w) = self.window.as_mut() {
+            w.shutdown(None);
+        }
         if let Some(engine) = self.engine.take() {
             let stats = engine.shutdown();
             tracing::debug!(%stats, "UdpSource stopped");

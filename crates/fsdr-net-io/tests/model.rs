@@ -15,6 +15,7 @@ mod model {
     pub mod reference;
     pub mod run;
     pub mod scenario;
+    pub mod windows;
 }
 
 use fsdr_net_io::seq::Ratio;
@@ -185,6 +186,15 @@ proptest! {
             prop_assert!(false, "{}", e);
         }
     }
+
+    /// The same receiver filling consecutive windows of one memory (the zero-copy
+    /// `UdpSource`): buffers taken in order, split where one is handed over early.
+    #[test]
+    fn the_in_place_receiver_in_windows_agrees_with_the_model(sc in scenario(Kind::ALL.to_vec())) {
+        if let Err(e) = run_and_check(&sc, Through::Windows) {
+            prop_assert!(false, "{}", e);
+        }
+    }
 }
 
 // ---- Shrunk failures found by the tests above, kept as unit tests ----
@@ -219,7 +229,12 @@ fn case(
 }
 
 fn both(sc: &Scenario) {
-    for through in [Through::Pure, Through::Engine, Through::InPlace] {
+    for through in [
+        Through::Pure,
+        Through::Engine,
+        Through::InPlace,
+        Through::Windows,
+    ] {
         if let Err(e) = run_and_check(sc, through) {
             model::run::trace(sc);
             panic!("{through:?}: {e}");

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
-/// The receivers of the default matrix, in table order: fsdr-net's flowgraph for every
+/// The receivers of the default matrix, in table order: fsdr-net's flowgraph as the
+/// builder makes it (`flowgraph`: in place into the default buffer), for every
 /// backend of `Backend::ALL` and with the zero-copy in-place source (over AF_XDP too with
 /// `netns`), the engine for every
 /// backend and inline (received on the consumer's thread), the in-place receiver alone (on
@@ -15,9 +16,8 @@ pub fn receivers(netns: bool) -> Vec<String> {
         .iter()
         .filter(|b| netns || b.capabilities().loopback)
         .collect();
-    backends
-        .iter()
-        .map(|b| format!("flowgraph-{b}"))
+    std::iter::once("flowgraph".to_string())
+        .chain(backends.iter().map(|b| format!("flowgraph-{b}")))
         .chain(["flowgraph-inplace".to_string()])
         .chain(netns.then(|| "flowgraph-inplace-xdp".to_string()))
         .chain(backends.iter().map(|b| format!("engine-{b}")))
@@ -32,7 +32,9 @@ pub(crate) const MULTI_CHANNEL: [&str; 3] =
 
 /// Whether a receiver takes several ports (`--ports`).
 pub(crate) fn takes_ports(name: &str) -> bool {
-    name == "recvmmsg" || name.starts_with("flowgraph-") && !name.starts_with("flowgraph-multi")
+    name == "recvmmsg"
+        || name == "flowgraph"
+        || name.starts_with("flowgraph-") && !name.starts_with("flowgraph-multi")
 }
 
 /// One receiver of the sweep as given: `loss_rx`'s receiver and the options it runs with.

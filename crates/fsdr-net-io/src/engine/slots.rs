@@ -18,15 +18,33 @@ use super::meta::DatagramMeta;
 /// copy write to memory that left the CPU's cache (it cost the engine half again the copy
 /// time of the bare loop; docs/PERFORMANCE.md). Returned items move onto a stack instead and
 /// are taken from its top.
+///
+/// [`in_order`](Self::in_order) hands them out in the order they were returned instead: for
+/// buffers that are consecutive windows of one memory (FutureSDR's circular buffer), where
+/// the stream must go on in the next window.
 pub(crate) struct Recycled<T> {
     ring: rtrb::Consumer<T>,
-    hot: Vec<T>,
+    /// Taken from the back (a stack), or from the front when `in_order`.
+    hot: std::collections::VecDeque<T>,
+    in_order: bool,
 }
 
 impl<T> Recycled<T> {
     pub(crate) fn new(ring: rtrb::Consumer<T>) -> Self {
-        let hot = Vec::with_capacity(ring.buffer().capacity());
-        Recycled { ring, hot }
+        let hot = std::collections::VecDeque::with_capacity(ring.buffer().capacity());
+        Recycled {
+            ring,
+            hot,
+            in_order: false,
+        }
+    }
+
+    /// Items handed out in the order they were returned (see the type's documentation).
+    pub(crate) fn in_order(ring: rtrb::Consumer<T>) -> Self {
+        Recycled {
+            in_order: true,
+            ..Self::new(ring)
+        }
     }
 
     /// Moves everything returned so far onto the stack.
@@ -39,27 +57,50 @@ impl<T> Recycled<T> {
         }
     }
 
+    /// The most items the ring holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.ring.buffer().capacity()
+    }
+
     /// Items held or returned and not taken yet.
     pub(crate) fn len(&self) -> usize {
         self.hot.len() + self.ring.slots()
     }
 
-    /// The most recently returned item, if any.
+    /// The most recently returned item (in order: the first returned), if any.
     pub(crate) fn take(&mut self) -> Option<T> {
         self.collect();
-        self.hot.pop()
+        if self.in_order {
+            self.hot.pop_front()
+        } else {
+            self.hot.pop_back()
+        }
     }
 
-    /// Puts back items taken and not used; the last one given ends on top.
+    /// Puts back items taken and not used, in the order they were taken: the first of them
+    /// is the next one taken (in order; on the stack the last given ends on top).
     pub(crate) fn put_back(&mut self, items: impl Iterator<Item = T>) {
-        self.hot.extend(items);
+        if self.in_order {
+            let items: Vec<T> = items.collect();
+            for item in items.into_iter().rev() {
+                self.hot.push_front(item);
+            }
+        } else {
+            self.hot.extend(items);
+        }
     }
 
-    /// Appends up to `n` items to `out`, the most recently returned first.
+    /// Appends up to `n` items to `out`, the most recently returned first (in order: the
+    /// first returned first).
     pub(crate) fn take_into(&mut self, n: usize, out: &mut Vec<T>) {
         self.collect();
-        let from = self.hot.len() - n.min(self.hot.len());
-        out.extend(self.hot.drain(from..).rev());
+        let n = n.min(self.hot.len());
+        if self.in_order {
+            out.extend(self.hot.drain(..n));
+        } else {
+            let from = self.hot.len() - n;
+            out.extend(self.hot.drain(from..).rev());
+        }
     }
 }
 

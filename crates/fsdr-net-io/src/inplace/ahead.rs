@@ -32,7 +32,7 @@ use crate::seq::{Gap, Released, SeqEvent, SeqPacket, Widened};
 
 impl<B> Current<B> {
     /// An empty buffer for the stream from stream position `start` on.
-    fn fresh(buffer: B, start: u64, end: Option<usize>) -> Self {
+    pub(super) fn fresh(buffer: B, start: u64, end: Option<usize>) -> Self {
         Self {
             buffer,
             start,
@@ -247,10 +247,22 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         if at < last.start + last.pos as u64 || from == 0 || last.end.is_some() {
             return false;
         }
-        if from > last.buffer.items().len() {
+        let len = last.buffer.items().len();
+        if from > len {
             return false;
         }
-        let Some(buffer) = self.empty.take() else {
+        // An in-order buffer's rest is where the stream goes on; otherwise a fresh one.
+        let rest = if from < len && self.room_to_split(0) {
+            let last = self.landing_buffer().expect("a buffer");
+            let rest = last.buffer.split_off(from);
+            if rest.is_some() {
+                self.count_split();
+            }
+            rest
+        } else {
+            None
+        };
+        let Some(buffer) = rest.or_else(|| self.empty.take()) else {
             return false;
         };
         self.landing_buffer().expect("a buffer").end = Some(from);

@@ -138,7 +138,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             return;
         }
         if self.pattern.is_none() || self.pattern == Some(p) {
-            self.pattern = Some(p);
+            self.set_pattern(p);
             self.candidate = None;
             return;
         }
@@ -148,8 +148,19 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         };
         self.candidate = Some((p, n));
         if n >= RELEARN {
-            self.pattern = Some(p);
+            self.set_pattern(p);
             self.candidate = None;
+        }
+    }
+
+    /// Takes `p` as the stream's layout and says how many items its datagrams carry.
+    fn set_pattern(&mut self, p: Pattern) {
+        self.pattern = Some(p);
+        if self.dp.decoder().is_copy() {
+            let items = p.payload / std::mem::size_of::<T>();
+            self.shared
+                .datagram_items
+                .store(items, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -94,6 +94,7 @@ use crate::stats::{Counters, Stats};
 use crate::{Error, sys};
 
 mod ahead;
+mod buffer;
 mod copying;
 mod group;
 mod group_thread;
@@ -105,30 +106,7 @@ mod step;
 mod wait;
 mod xdp;
 
-/// Memory a receive thread can write items into: an output buffer of the consumer.
-/// Implemented for `Vec<T>`; the FutureSDR block implements it for the circuit buffer.
-///
-/// # Safety
-/// The receiver hands the kernel pointers into the slice `items` returns, and the kernel
-/// writes through them after later calls of `items` (and after the value was moved between
-/// threads). So, for as long as the value lives, every call of `items` must return the same
-/// memory — the same address and length — which must not move when the value moves (heap
-/// memory, not memory inside the value), and nothing but the holder of the value may access
-/// it. A `Vec` that is not resized, a `Box<[T]>`, or FutureSDR's circuit buffer (a boxed
-/// slice whose valid length is not changed while lent) keep this.
-pub unsafe trait ItemBuffer<T>: Send + 'static {
-    /// All items of the buffer: the same memory every time (see the trait's safety rule).
-    fn items(&mut self) -> &mut [T];
-}
-
-// SAFETY: a Vec's elements live on the heap and stay in place when the Vec moves; `items`
-// neither grows nor shrinks it, so it returns the same memory every time.
-// Checked by: `the_buffer_returned_last_is_filled_next_and_lending_is_bounded` under ASan.
-unsafe impl<T: Item> ItemBuffer<T> for Vec<T> {
-    fn items(&mut self) -> &mut [T] {
-        self
-    }
-}
+pub use buffer::ItemBuffer;
 
 /// A buffer the receive thread handed back.
 #[derive(Debug)]
@@ -196,6 +174,11 @@ pub enum Progress {
 pub(crate) struct InShared {
     pub(crate) engine: Arc<Shared>,
     pub(crate) dp_stats: Mutex<DepacketizerStats>,
+    /// Items of the stream's datagrams once their layout is learnt (0 before).
+    pub(crate) datagram_items: std::sync::atomic::AtomicUsize,
+    /// In-order buffers split in two by the receive thread (`ItemBuffer::split_off`), each
+    /// one more buffer lent; counted before the piece handed over is pushed.
+    pub(crate) splits: std::sync::atomic::AtomicUsize,
 }
 
 /// A running in-place receiver (its own thread, or inline). See the
@@ -204,8 +187,10 @@ pub struct InPlaceReceiver<T, B> {
     shared: Arc<InShared>,
     empty: rtrb::Producer<B>,
     full: rtrb::Consumer<Filled<B>>,
-    /// Buffers given and not taken back yet.
+    /// Buffers given and not taken back yet (a split one counts twice).
     lent: usize,
+    /// `InShared::splits` as last seen.
+    splits_seen: usize,
     /// The most that may be lent ([`InPlaceConfig::buffers`]).
     limit: usize,
     runner: Runner<T, B>,
@@ -339,9 +324,14 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
         let shared = Arc::new(InShared {
             engine,
             dp_stats: Mutex::new(DepacketizerStats::default()),
+            datagram_items: Default::default(),
+            splits: Default::default(),
         });
         let (empty, empty_rx) = rtrb::RingBuffer::new(buffers);
-        let (full_tx, full) = rtrb::RingBuffer::new(buffers);
+        // In-order buffers may come back in more pieces than were lent (`split_off`): the
+        // receive thread splits one only while this ring has room for every piece.
+        let full_cap = if B::IN_ORDER { 4 * buffers } else { buffers };
+        let (full_tx, full) = rtrb::RingBuffer::new(full_cap);
         let mut rx = receiver::Receive::new(
             &ecfg,
             shared.clone(),
@@ -378,6 +368,7 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
             empty,
             full,
             lent: 0,
+            splits_seen: 0,
             limit: buffers,
             runner,
             stop_socket,
@@ -405,10 +396,25 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
         }
     }
 
+    /// Items a datagram of the stream carries, once the receive thread has learnt the
+    /// stream's layout from its first datagrams; `None` before, or when its samples are
+    /// converted. Buffers whose size is a multiple of it end where a datagram ends.
+    pub fn datagram_items(&self) -> Option<usize> {
+        match self.shared.datagram_items.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
     /// A buffer the receive thread filled, if one is ready. Never blocks.
     pub fn take(&mut self) -> Option<Filled<B>> {
         let f = self.full.pop().ok()?;
-        self.lent -= 1;
+        // A buffer split by the receive thread comes back as two: the split was counted
+        // before the piece was pushed, so it is seen here.
+        let splits = self.shared.splits.load(Ordering::Acquire);
+        self.lent += splits - self.splits_seen;
+        self.splits_seen = splits;
+        self.lent = self.lent.saturating_sub(1);
         Some(f)
     }
 

@@ -216,7 +216,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             slot_size: cfg.slot_size,
             reorder_timeout: cfg.reorder_timeout,
             coalesce: cfg.coalesce,
-            empty: Recycled::new(empty),
+            empty: if B::IN_ORDER {
+                Recycled::in_order(empty)
+            } else {
+                Recycled::new(empty)
+            },
             full,
             dp: Depacketizer::new(decoder, dp_cfg),
             order: cfg
@@ -463,10 +467,24 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
 
     /// Hands the current buffer to the consumer and wakes it.
     pub(super) fn hand_over(&mut self) {
-        let Some(c) = self.cur.take() else { return };
+        let Some(mut c) = self.cur.take() else { return };
         self.next_start = c.start + c.pos as u64;
-        // The stream goes on in the buffer taken for datagrams placed ahead, if any.
+        // The stream goes on in the buffer taken for datagrams placed ahead, if any, or in
+        // an in-order buffer's rest.
         self.cur = self.ahead.pop_front();
+        if self.cur.is_none()
+            && c.end.is_none()
+            && c.pos > 0
+            && c.pos < c.buffer.items().len()
+            && self.ahead_at.is_empty()
+            && self.frontier.is_none()
+            && self.covered.is_none()
+            && self.room_to_split(1)
+            && let Some(rest) = c.buffer.split_off(c.pos)
+        {
+            self.count_split();
+            self.cur = Some(Current::fresh(rest, self.next_start, None));
+        }
         let filled = Filled {
             buffer: c.buffer,
             items: c.pos,
@@ -487,6 +505,22 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             .unwrap_or_else(|e| e.into_inner()) = self.dp.stats();
         self.publish();
         self.shared.engine.notify.notify();
+    }
+
+    /// Whether an in-order buffer may be split in two (counted in `InShared::splits`): the
+    /// hand-over ring must keep room for every buffer the thread holds, `handing_over`
+    /// being handed over now and not held any more, and as many as the consumer may still
+    /// lend (its limit; it counts the pieces as lent).
+    pub(super) fn room_to_split(&self, handing_over: usize) -> bool {
+        let held = usize::from(self.cur.is_some()) + self.ahead.len() + self.empty.len();
+        B::IN_ORDER && self.full.slots() > held + handing_over + self.empty.capacity()
+    }
+
+    /// Counts a buffer split (before either piece is handed over).
+    pub(super) fn count_split(&self) {
+        self.shared
+            .splits
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     pub(super) fn publish(&mut self) {

@@ -6,7 +6,7 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use fsdr_net_io::depacketizer::{DatagramIn, Depacketizer, DepacketizerConfig, TagKind};
-use fsdr_net_io::inplace::{InPlaceConfig, InPlaceReceiver};
+use fsdr_net_io::inplace::{Filled, InPlaceConfig, InPlaceReceiver, ItemBuffer};
 use fsdr_net_io::sample::{Decoder, Item};
 use fsdr_net_io::seq::{Released, SeqEvent, StreamClock, StreamOrder, Tracking, fingerprint};
 use fsdr_net_io::{Backend, Engine, EngineConfig, Stats};
@@ -80,7 +80,11 @@ fn depacketizer_config(sc: &Scenario) -> DepacketizerConfig {
 }
 
 /// The tags of one output call (indices from its start) appended at `base`.
-fn add_tags(out: &mut Vec<(usize, Tag)>, base: usize, tags: &[fsdr_net_io::depacketizer::ItemTag]) {
+pub fn add_tags(
+    out: &mut Vec<(usize, Tag)>,
+    base: usize,
+    tags: &[fsdr_net_io::depacketizer::ItemTag],
+) {
     for t in tags {
         let tag = match t.kind {
             TagKind::Missed { frames, items } => Tag::Missed { frames, items },
@@ -93,7 +97,7 @@ fn add_tags(out: &mut Vec<(usize, Tag)>, base: usize, tags: &[fsdr_net_io::depac
 }
 
 /// The engine's counters the model predicts.
-fn engine_counts(s: &Stats) -> Counts {
+pub fn engine_counts(s: &Stats) -> Counts {
     Counts {
         delivered: s.delivered,
         missed: s.missed,
@@ -272,6 +276,26 @@ pub fn run_engine<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize])
 /// straight into lent buffers), its buffers' items and tags concatenated. The buffers' size
 /// comes from the scenario, a few datagrams each, so that gaps fall on buffer ends too.
 pub fn run_inplace<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]) -> Outcome<T> {
+    let (cfg, buffer_items) = inplace_config::<T>(sc);
+    let buffers = cfg.buffers;
+    let mut rx = InPlaceReceiver::<T, Vec<T>>::start(cfg).unwrap();
+    for _ in 0..buffers {
+        rx.give(vec![T::default(); buffer_items]).unwrap();
+    }
+    let mut out = Outcome::<T>::default();
+    let s = drive(rx, stream, arrivals, |f, rx| {
+        add_tags(&mut out.tags, out.items.len(), &f.tags);
+        out.items.extend_from_slice(&f.buffer[..f.items]);
+        if let Some(rx) = rx {
+            rx.give(f.buffer).unwrap();
+        }
+    });
+    out.counts = engine_counts(&s);
+    out
+}
+
+/// An in-place receiver's configuration for `sc`, and the items of each buffer.
+pub fn inplace_config<T: Sample>(sc: &Scenario) -> (InPlaceConfig<T>, usize) {
     let mut engine = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     engine.backend = Backend::Recvmmsg;
     engine.format = sc.kind.format();
@@ -292,18 +316,21 @@ pub fn run_inplace<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]
         depacketizer: depacketizer_config(sc),
         buffers,
     };
-    let mut rx = InPlaceReceiver::<T, Vec<T>>::start(cfg).unwrap();
-    for _ in 0..buffers {
-        rx.give(vec![T::default(); buffer_items]).unwrap();
-    }
+    (cfg, buffer_items)
+}
+
+/// Sends the datagrams to `rx` and hands each buffer it fills to `keep` (with the
+/// receiver, to lend more) until every datagram was decided on and no buffer came for a
+/// while; then shuts it down, hands over what it still had (without a receiver) and
+/// returns its counters, checked for losses on the way.
+pub fn drive<T: Sample, B: ItemBuffer<T>>(
+    mut rx: InPlaceReceiver<T, B>,
+    stream: &[Sent],
+    arrivals: &[usize],
+    mut keep: impl FnMut(Filled<B>, Option<&mut InPlaceReceiver<T, B>>),
+) -> Stats {
     let sent = arrivals.len() as u64;
     let sender = send(stream, arrivals, rx.local_addr());
-    let mut out = Outcome::<T>::default();
-    let take = |f: fsdr_net_io::inplace::Filled<Vec<T>>, out: &mut Outcome<T>| {
-        add_tags(&mut out.tags, out.items.len(), &f.tags);
-        out.items.extend_from_slice(&f.buffer[..f.items]);
-        f.buffer
-    };
     let start = Instant::now();
     let mut quiet = None;
     loop {
@@ -311,8 +338,7 @@ pub fn run_inplace<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]
         let mut any = false;
         while let Some(f) = rx.take() {
             any = true;
-            let b = take(f, &mut out);
-            rx.give(b).unwrap();
+            keep(f, Some(&mut rx));
         }
         // Every datagram decided on (delivered or not), then no buffer for a while: the
         // zeros of a long gap may still be coming, one buffer at a time, after the last
@@ -331,20 +357,19 @@ pub fn run_inplace<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]
                 break;
             }
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "no end: {sc:?}");
+        assert!(start.elapsed() < Duration::from_secs(60), "no end");
     }
     sender.join().unwrap();
     let (s, _, rest) = rx.shutdown();
     for f in rest {
-        take(f, &mut out);
+        keep(f, None);
     }
     assert_eq!(
         s.kernel_drops + s.overflow + s.truncated + s.malformed,
         0,
         "{s}"
     );
-    out.counts = engine_counts(&s);
-    out
+    s
 }
 
 /// Compares an outcome with the model, item by item; the message says where they part.
@@ -398,6 +423,9 @@ pub enum Through {
     Engine,
     /// An in-place receiver over loopback.
     InPlace,
+    /// An in-place receiver filling consecutive windows of one memory, as the zero-copy
+    /// `UdpSource` lends them (`model/windows.rs`).
+    Windows,
 }
 
 /// Runs `sc` through `run` with the item type of its encoding and checks it.
@@ -416,6 +444,7 @@ pub fn run_and_check(sc: &Scenario, through: Through) -> Result<(), String> {
             Through::Pure => run_pure::<T>(sc, stream, arrivals),
             Through::Engine => run_engine::<T>(sc, stream, arrivals),
             Through::InPlace => run_inplace::<T>(sc, stream, arrivals),
+            Through::Windows => super::windows::run::<T>(sc, stream, arrivals, want.items.len()),
         };
         check(sc, want, &got)
     }
