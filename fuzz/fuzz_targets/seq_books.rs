@@ -13,6 +13,9 @@ mod reference;
 mod run;
 #[path = "../../crates/fsdr-net-io/tests/model/scenario.rs"]
 mod scenario;
+#[allow(dead_code)]
+#[path = "../../crates/fsdr-net-io/tests/model/windows.rs"]
+mod windows;
 
 use fsdr_net_io::seq::Ratio;
 use libfuzzer_sys::fuzz_target;
