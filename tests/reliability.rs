@@ -239,6 +239,7 @@ fn stalled(overload: Overload) -> Result<Stalled> {
         .finish_after_idle(Duration::from_millis(1500))
         .build()?;
     let to = src.local_addr();
+    let handle = src.stats_handle();
     let resumed = Arc::new(AtomicBool::new(false));
     let snk = StallSink {
         input: DefaultCpuReader::default(),
@@ -257,12 +258,22 @@ fn stalled(overload: Overload) -> Result<Stalled> {
             let mut d = seq.to_le_bytes().to_vec();
             d.resize(8 + 500, seq as u8);
             tx.send_to(&d, to).unwrap();
-            if seq == 1000 {
+            let t = std::time::Instant::now();
+            if seq == 1 {
+                // The stream starts where the source first delivers: a datagram dropped
+                // before that (a flowgraph started late under load) no later one could show
+                // missing. So the rest follows once the first was delivered.
+                while handle.snapshot().delivered < 1 && t.elapsed() < Duration::from_secs(30) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            } else if seq == 1000 {
                 // Go on once the sink has resumed (it stalls 800 ms from its first call,
-                // which a loaded machine may start late) and had time to catch up: a
-                // datagram dropped at the very end would be shown missing by none after it.
-                let t = std::time::Instant::now();
-                while !resumed.load(Ordering::Acquire) && t.elapsed() < Duration::from_secs(30) {
+                // which a loaded machine may start late) and the source has taken every
+                // datagram so far into a counter: a datagram dropped at the very end would
+                // be shown missing by none after it.
+                while (!resumed.load(Ordering::Acquire) || handle.snapshot().accounted() < 1000)
+                    && t.elapsed() < Duration::from_secs(30)
+                {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 std::thread::sleep(Duration::from_millis(200));
