@@ -1,6 +1,6 @@
 //! Exact time arithmetic for a stream's timestamps: [`Ratio`] (ticks per item as a fraction
 //! of integers, never a float learnt from one packet pair), [`Timebase`] (ticks per unit and
-//! bytes per unit), and [`RateEstimate`], which recovers the ratio from a long run of
+//! bytes per unit), and [`RateEstimate`](super::RateEstimate), which recovers the ratio from a long run of
 //! consecutive packets when nobody configured it.
 //!
 //! A sender stamps the packet that starts after `n` items with `t0 + round(n × tpi)` (UHD,
@@ -157,6 +157,18 @@ impl Ratio {
     /// bounds given as fractions `lo = (ln, ld)`, `hi = (hn, hd)` with `0 < lo ≤ hi`: the
     /// Stern–Brocot walk. `None` for bad bounds.
     pub fn simplest_between(lo: (u64, u64), hi: (u64, u64)) -> Option<Self> {
+        Self::simplest_with_neighbours(lo, hi).map(|(r, _)| r)
+    }
+
+    /// [`simplest_between`](Self::simplest_between), with the fraction's two parents in the
+    /// Stern–Brocot tree as `(num, den)` (`(1, 0)` is infinity): the closest fractions on
+    /// either side that are simpler, with nothing as simple between them but the fraction
+    /// itself, so that it is the simplest fraction of every interval that holds it and
+    /// neither parent.
+    pub(crate) fn simplest_with_neighbours(
+        lo: (u64, u64),
+        hi: (u64, u64),
+    ) -> Option<(Self, [(u64, u64); 2])> {
         let (ln, ld) = (u128::from(lo.0), u128::from(lo.1));
         let (hn, hd) = (u128::from(hi.0), u128::from(hi.1));
         if ld == 0 || hd == 0 || ln == 0 || ln * hd > hn * ld {
@@ -192,7 +204,14 @@ impl Ratio {
         if p > u128::from(u64::MAX) || q > u128::from(u64::MAX) {
             return None;
         }
-        Self::new(p as u64, q as u64)
+        // The parents of [a_0; …, a_k] are [a_0; …, a_(k−1)] and [a_0; …, a_k − 1] (the
+        // convergent before it when a_k is 1); neither is larger than p/q.
+        let (pm, qm) = (
+            last.saturating_sub(1) * p1 + p0,
+            last.saturating_sub(1) * q1 + q0,
+        );
+        let parents = [(p1 as u64, q1 as u64), (pm as u64, qm as u64)];
+        Some((Self::new(p as u64, q as u64)?, parents))
     }
 
     /// `round(n × self)`, halves rounded up: the ticks `n` units after a reference, as a
@@ -372,102 +391,6 @@ impl StreamClock {
     }
 }
 
-/// Recovers ticks per byte from consecutive packets when no [`Timebase`] was configured.
-///
-/// A run of consecutive packets (no loss, no end of burst between them) spanning `B` payload
-/// bytes and `T` ticks bounds the true ratio to `[(T − 1) / B, (T + 1) / B]`; the estimate is
-/// the simplest fraction in that interval, taken from the longest run so far. Real ratios are
-/// simple fractions (4, 1/4, 625/384), so the estimate becomes exact once the run is long
-/// enough to exclude every simpler fraction, and is off by at most `1/B` before.
-#[derive(Debug, Clone, Default)]
-pub struct RateEstimate {
-    /// The current run: ticks and bytes from its first packet to its last packet's start.
-    run: Option<(u64, u64)>,
-    /// The longest run's bounds, and the estimate from it.
-    best: Option<(u64, u64)>,
-    estimate: Option<Ratio>,
-}
-
-/// `a ≤ b` for fractions given as (numerator, denominator).
-fn at_most(a: (u64, u64), b: (u64, u64)) -> bool {
-    u128::from(a.0) * u128::from(b.1) <= u128::from(b.0) * u128::from(a.1)
-}
-
-impl RateEstimate {
-    /// The estimate, once two consecutive packets were seen.
-    pub fn get(&self) -> Option<Ratio> {
-        self.estimate
-    }
-
-    /// Two consecutive packets: the first carried `bytes` payload bytes, the second started
-    /// `ticks` ticks after it. Returns true when the estimate changed.
-    pub fn pair(&mut self, ticks: u64, bytes: u64) -> bool {
-        if ticks == 0 || bytes == 0 {
-            self.run = None;
-            return false;
-        }
-        // A pair that disagrees with the estimate by more than a tick and 1% is not the
-        // stream's rate (a device time jump): it starts a new run.
-        if let Some(e) = self.estimate {
-            let want = i128::from(e.num) * i128::from(bytes);
-            let got = i128::from(ticks) * i128::from(e.den);
-            // |want − got| > den + ⌊want / 100⌋ without the division (a library call for
-            // 128 bits, on every packet): with excess = |want − got| − den, that is
-            // excess ≥ 1 and want < 100 × excess.
-            let excess = (want - got).abs() - i128::from(e.den);
-            if excess > 0 && want < excess.saturating_mul(100) {
-                self.run = None;
-                return false;
-            }
-        }
-        let (t, b) = match self.run {
-            Some((t, b)) => (t + ticks, b + bytes),
-            None => (ticks, bytes),
-        };
-        self.run = Some((t, b));
-        if self.best.is_some_and(|(_, bb)| bb >= b) {
-            return false;
-        }
-        self.best = Some((t, b));
-        let (lo, hi) = ((t.saturating_sub(1).max(1), b), (t + 1, b));
-        // An estimate p/q still within the bounds is still the simplest fraction there once
-        // they are narrower than 1/q²: another fraction p'/q' lies at least 1/(q·q') from
-        // it, so one as simple (q' ≤ q) would be 1/q² away, beyond the width 2/b when
-        // b > 2q². That saves the walk (u128 divisions) on nearly every packet of a steady
-        // stream.
-        if let Some(e) = self.estimate {
-            let q = u128::from(e.den);
-            if u128::from(b) > 2 * q * q
-                && at_most(lo, (e.num, e.den))
-                && at_most((e.num, e.den), hi)
-            {
-                return false;
-            }
-        }
-        let new = Ratio::simplest_between(lo, hi);
-        let changed = new != self.estimate;
-        self.estimate = new;
-        changed
-    }
-
-    /// Ticks spanned by the longest run of consecutive packets the estimate comes from: the
-    /// true ratio lies within `2 / (ticks − 1)` of the estimate, relatively.
-    pub fn span_ticks(&self) -> Option<u64> {
-        self.best.map(|(t, _)| t)
-    }
-
-    /// Forgets the current run (a loss, an end of burst, a restart): the next pair starts
-    /// a new one.
-    pub fn break_run(&mut self) {
-        self.run = None;
-    }
-
-    /// Forgets everything (a restart).
-    pub fn reset(&mut self) {
-        *self = Self::default();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -532,49 +455,31 @@ mod tests {
     }
 
     #[test]
-    fn the_estimate_converges_on_a_long_run() {
-        let tpb = Ratio::new(625, 384).unwrap();
-        let mut e = RateEstimate::default();
-        let mut sent = 0u64;
-        for _ in 0..2000 {
-            let t0 = tpb.ticks_rounded(sent);
-            sent += 1456;
-            e.pair(tpb.ticks_rounded(sent) - t0, 1456);
-        }
-        assert_eq!(e.get(), Some(tpb));
-        // VRT sample counts, sc16: one pair suffices.
-        let mut e = RateEstimate::default();
-        e.pair(100, 400);
-        assert_eq!(e.get(), Ratio::new(1, 4));
-        // A device time jump does not spoil it.
-        assert!(!e.pair(5_000, 400));
-        assert_eq!(e.get(), Ratio::new(1, 4));
-    }
-
-    #[test]
-    fn the_estimate_is_always_the_simplest_fraction_of_its_longest_run() {
-        // Kept without the walk once the bounds are narrow: must equal a fresh walk every time.
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
+    fn nothing_as_simple_lies_between_the_parents() {
+        // What keeps `RateEstimate` from walking on every packet: every fraction strictly
+        // between the two parents is less simple than the walk's result (a larger
+        // denominator, or above an integer the same one and a larger numerator).
+        let lt = |a: (u64, u64), b: (u64, u64)| {
+            u128::from(a.0) * u128::from(b.1) < u128::from(b.0) * u128::from(a.1)
         };
-        for (num, den) in [(625, 384), (20, 7), (1, 4), (390_625, 12), (3, 1)] {
-            let r = Ratio::new(num, den).unwrap();
-            let mut e = RateEstimate::default();
-            let mut sent = 0u64;
-            for _ in 0..3000 {
-                let bytes = 64 + next(9000);
-                let t0 = r.ticks_rounded(sent);
-                sent += bytes;
-                // Jitter of a tick either way now and then, as a sender's rounding may give.
-                let ticks = (r.ticks_rounded(sent) - t0 + next(3)).saturating_sub(1);
-                e.pair(ticks, bytes);
-                let (t, b) = e.best.unwrap();
-                let fresh = Ratio::simplest_between((t.saturating_sub(1).max(1), b), (t + 1, b));
-                assert_eq!(e.get(), fresh, "{num}/{den}");
+        for lo in (1..=9).flat_map(|n| (1..=9).map(move |d| (n, d))) {
+            for hi in (1..=9).flat_map(|n| (1..=9).map(move |d| (n, d))) {
+                let Some((e, [a, b])) = Ratio::simplest_with_neighbours(lo, hi) else {
+                    assert!(lt(hi, lo));
+                    continue;
+                };
+                let e2 = (e.num(), e.den());
+                let (l, r) = if lt(a, b) { (a, b) } else { (b, a) };
+                assert!(lt(l, e2) && lt(e2, r), "{lo:?} {hi:?}: {l:?} < {e} < {r:?}");
+                for x in (0..=100).flat_map(|n| (1..=e.den()).map(move |d| (n, d))) {
+                    if lt(l, x) && lt(x, r) {
+                        let Some(x) = Ratio::new(x.0, x.1) else {
+                            continue;
+                        };
+                        let simpler = (x.den(), x.num()) < (e.den(), e.num());
+                        assert!(!simpler, "{lo:?} {hi:?}: {x} between {l:?} and {r:?}");
+                    }
+                }
             }
         }
     }

@@ -54,11 +54,13 @@
 //! ```
 
 mod clock;
+mod estimate;
 mod extend;
 mod reorder;
 mod stream;
 
-pub use clock::{RateEstimate, Ratio, StreamClock, Timebase};
+pub use clock::{Ratio, StreamClock, Timebase};
+pub use estimate::RateEstimate;
 pub use extend::{SeqExtender, SeqPacket, Widened, fingerprint};
 pub use reorder::{Released, Reorder};
 pub use stream::{Gap, Lead, StreamOrder, Tracking};

@@ -4,7 +4,8 @@
 
 use std::cell::Cell;
 
-use super::super::clock::{RateEstimate, Ratio, Timebase};
+use super::super::RateEstimate;
+use super::super::clock::{Ratio, Timebase};
 
 /// The stream's timeline: ticks to positions.
 #[derive(Debug, Clone, Default)]

@@ -1,0 +1,256 @@
+//! [`RateEstimate`]: the ratio of ticks to bytes learnt from a stream's own timestamps when
+//! nobody configured it, kept exact and cheap on every packet.
+
+use super::clock::Ratio;
+
+/// Recovers ticks per byte from consecutive packets when no
+/// [`Timebase`](super::Timebase) was configured.
+///
+/// A run of consecutive packets (no loss, no end of burst between them) spanning `B` payload
+/// bytes and `T` ticks bounds the true ratio to `[(T − 1) / B, (T + 1) / B]` (each timestamp
+/// is off by less than half a tick), and so does every shorter part of the run from its
+/// first packet: the run's bounds are the intersection of them all, which only narrows as
+/// the run goes on. The estimate is the simplest fraction within the bounds of the longest
+/// run so far. Real ratios are simple fractions (4, 1/4, 625/384), so the estimate becomes
+/// exact once the run is long enough to exclude every simpler fraction, and is off by at most
+/// `1/B` before; where the ratio is not a simple fraction (490.517 Msps at 200 MHz: 50000/490517
+/// ticks a byte) it goes on narrowing, each estimate kept until the bounds exclude it.
+/// Timestamps off by more than their rounding (a sender's jitter) leave the bounds empty:
+/// they start again from the run's whole span.
+///
+/// ```
+/// use fsdr_net_io::seq::{RateEstimate, Ratio};
+///
+/// // sc16 VRT with sample-count timestamps: 100 samples in 400 bytes.
+/// let mut e = RateEstimate::default();
+/// e.pair(100, 400);
+/// assert_eq!(e.get(), Ratio::new(1, 4));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct RateEstimate {
+    /// The current run.
+    run: Option<Run>,
+    /// The longest run so far, and the estimate from its bounds.
+    best: Option<Run>,
+    estimate: Option<Ratio>,
+    /// The estimate's parents in the Stern–Brocot tree: while the bounds hold the estimate
+    /// and neither parent, it is still their simplest fraction.
+    parents: [(u64, u64); 2],
+}
+
+/// A run of consecutive packets: ticks and bytes from its first packet to its last packet's
+/// start, and the bounds on the ratio its parts from the first packet give, as fractions.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    ticks: u64,
+    bytes: u64,
+    lo: (u64, u64),
+    hi: (u64, u64),
+}
+
+impl Run {
+    /// The run of one pair.
+    fn new(ticks: u64, bytes: u64) -> Self {
+        let (lo, hi) = bounds(ticks, bytes);
+        Run {
+            ticks,
+            bytes,
+            lo,
+            hi,
+        }
+    }
+
+    /// The run with one more pair: its bounds narrowed by the new span's, or that span's
+    /// alone if they exclude each other.
+    fn then(self, ticks: u64, bytes: u64) -> Self {
+        let mut next = Run::new(self.ticks + ticks, self.bytes + bytes);
+        let lo = if at_most(self.lo, next.lo) {
+            next.lo
+        } else {
+            self.lo
+        };
+        let hi = if at_most(self.hi, next.hi) {
+            self.hi
+        } else {
+            next.hi
+        };
+        if at_most(lo, hi) {
+            (next.lo, next.hi) = (lo, hi);
+        }
+        next
+    }
+}
+
+/// The bounds `[(T − 1) / B, (T + 1) / B]` of a span of `T` ticks and `B` bytes.
+fn bounds(ticks: u64, bytes: u64) -> ((u64, u64), (u64, u64)) {
+    ((ticks.saturating_sub(1).max(1), bytes), (ticks + 1, bytes))
+}
+
+/// `a ≤ b` for fractions given as (numerator, denominator), `(1, 0)` being infinity.
+fn at_most(a: (u64, u64), b: (u64, u64)) -> bool {
+    u128::from(a.0) * u128::from(b.1) <= u128::from(b.0) * u128::from(a.1)
+}
+
+/// `lo ≤ x ≤ hi`.
+fn within(x: (u64, u64), lo: (u64, u64), hi: (u64, u64)) -> bool {
+    at_most(lo, x) && at_most(x, hi)
+}
+
+impl RateEstimate {
+    /// The estimate, once two consecutive packets were seen.
+    pub fn get(&self) -> Option<Ratio> {
+        self.estimate
+    }
+
+    /// Two consecutive packets: the first carried `bytes` payload bytes, the second started
+    /// `ticks` ticks after it. Returns true when the estimate changed.
+    pub fn pair(&mut self, ticks: u64, bytes: u64) -> bool {
+        if ticks == 0 || bytes == 0 {
+            self.run = None;
+            return false;
+        }
+        // A pair that disagrees with the estimate by more than a tick and 1% is not the
+        // stream's rate (a device time jump): it starts a new run.
+        if let Some(e) = self.estimate {
+            let want = i128::from(e.num()) * i128::from(bytes);
+            let got = i128::from(ticks) * i128::from(e.den());
+            // |want − got| > den + ⌊want / 100⌋ without the division (a library call for
+            // 128 bits, on every packet): with excess = |want − got| − den, that is
+            // excess ≥ 1 and want < 100 × excess.
+            let excess = (want - got).abs() - i128::from(e.den());
+            if excess > 0 && want < excess.saturating_mul(100) {
+                self.run = None;
+                return false;
+            }
+        }
+        let run = match self.run {
+            Some(run) => run.then(ticks, bytes),
+            None => Run::new(ticks, bytes),
+        };
+        self.run = Some(run);
+        if self.best.is_some_and(|best| best.bytes >= run.bytes) {
+            return false;
+        }
+        self.best = Some(run);
+        let (lo, hi) = (run.lo, run.hi);
+        // Every fraction strictly between the estimate's parents but the estimate is less
+        // simple than it: while the bounds hold the estimate and neither parent, it is still
+        // the simplest fraction there. As the bounds only narrow, that saves the walk (u128
+        // divisions) on nearly every packet, also where the estimate goes on narrowing.
+        if let Some(e) = self.estimate
+            && within((e.num(), e.den()), lo, hi)
+            && self.parents.iter().all(|&p| !within(p, lo, hi))
+        {
+            return false;
+        }
+        let new = Ratio::simplest_with_neighbours(lo, hi);
+        let changed = new.map(|(r, _)| r) != self.estimate;
+        self.estimate = new.map(|(r, _)| r);
+        if let Some((_, parents)) = new {
+            self.parents = parents;
+        }
+        changed
+    }
+
+    /// Ticks spanned by the longest run of consecutive packets the estimate comes from: the
+    /// true ratio lies within `2 / (ticks − 1)` of the estimate, relatively.
+    pub fn span_ticks(&self) -> Option<u64> {
+        self.best.map(|best| best.ticks)
+    }
+
+    /// Forgets the current run (a loss, an end of burst, a restart): the next pair starts
+    /// a new one.
+    pub fn break_run(&mut self) {
+        self.run = None;
+    }
+
+    /// Forgets everything (a restart).
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_estimate_converges_on_a_long_run() {
+        let tpb = Ratio::new(625, 384).unwrap();
+        let mut e = RateEstimate::default();
+        let mut sent = 0u64;
+        for _ in 0..2000 {
+            let t0 = tpb.ticks_rounded(sent);
+            sent += 1456;
+            e.pair(tpb.ticks_rounded(sent) - t0, 1456);
+        }
+        assert_eq!(e.get(), Some(tpb));
+        // VRT sample counts, sc16: one pair suffices.
+        let mut e = RateEstimate::default();
+        e.pair(100, 400);
+        assert_eq!(e.get(), Ratio::new(1, 4));
+        // A device time jump does not spoil it.
+        assert!(!e.pair(5_000, 400));
+        assert_eq!(e.get(), Ratio::new(1, 4));
+    }
+
+    #[test]
+    fn the_estimate_is_always_the_simplest_fraction_of_its_longest_run() {
+        // Kept without the walk once the bounds are narrow: must equal a fresh walk every time.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        // The last two are no simple fractions: the estimate goes on narrowing, kept by its
+        // parents between the walks.
+        let ratios = [
+            (625, 384),
+            (20, 7),
+            (1, 4),
+            (390_625, 12),
+            (3, 1),
+            (50_000, 490_517),
+            (141_421_356, 100_000_000),
+        ];
+        for (num, den) in ratios {
+            let r = Ratio::new(num, den).unwrap();
+            let mut e = RateEstimate::default();
+            let mut sent = 0u64;
+            for _ in 0..20_000 {
+                let bytes = 64 + next(9000);
+                let t0 = r.ticks_rounded(sent);
+                sent += bytes;
+                // Jitter of a tick either way now and then, as a sender's rounding may give.
+                let ticks = (r.ticks_rounded(sent) - t0 + next(3)).saturating_sub(1);
+                e.pair(ticks, bytes);
+                let best = e.best.unwrap();
+                let fresh = Ratio::simplest_between(best.lo, best.hi);
+                assert_eq!(e.get(), fresh, "{num}/{den}");
+            }
+        }
+    }
+
+    /// A sender that rounds its timestamps: the bounds always hold the true ratio, and
+    /// the estimate of a ratio that is no simple fraction changes as seldom as it
+    /// narrows, not on every packet.
+    #[test]
+    fn the_bounds_hold_the_ratio_and_the_estimate_only_narrows() {
+        for (num, den) in [(50_000, 490_517), (625, 1536), (141_421_356, 100_000_000)] {
+            let r = Ratio::new(num, den).unwrap();
+            let mut e = RateEstimate::default();
+            let (mut sent, mut changes) = (0u64, 0);
+            for _ in 0..200_000 {
+                let t0 = r.ticks_rounded(sent);
+                sent += 7984;
+                changes += u32::from(e.pair(r.ticks_rounded(sent) - t0, 7984));
+                let best = e.best.unwrap();
+                let r = (r.num(), r.den());
+                assert!(within(r, best.lo, best.hi), "{num}/{den}: {best:?}");
+            }
+            assert!(changes < 100, "{num}/{den}: {changes} changes");
+        }
+    }
+}
