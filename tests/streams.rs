@@ -77,22 +77,25 @@ fn check_samples(items: &[Complex<i16>], dropped: impl Fn(u64) -> bool, ctx: &st
     }
 }
 
-fn two_of_three(format: Format, backend: Backend) -> anyhow::Result<()> {
+/// `backend`: `None` for zero copy (in-place receivers, the builder's default for CHDR).
+fn two_of_three(format: Format, backend: Option<Backend>) -> anyhow::Result<()> {
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let mut emu = EmulatorConfig::new("127.0.0.1:9".parse()?, format);
     emu.channels = 3;
     // The xdp backend over a veth pair between two namespaces; the others on loopback.
-    let Some(link) = TestLink::for_backend(backend) else {
+    let Some(link) = TestLink::for_backend(backend.unwrap_or(Backend::Recvmmsg)) else {
         return Ok(());
     };
     let mut builder = UdpSource::builder(link.bind());
     if format == Format::Chdr {
         builder = builder.tick_rate(20e6);
     }
+    builder = match backend {
+        Some(backend) => builder.backend(backend).configure(|c| link.apply(c)),
+        None => builder.zero_copy(true),
+    };
     let builder = builder
         .format(format)
-        .backend(backend)
-        .configure(|c| link.apply(c))
         .sample_rate(10e6)
         .zero_fill_missed(true)
         .finish_after_idle(Duration::from_millis(300))
@@ -102,6 +105,7 @@ fn two_of_three(format: Format, backend: Backend) -> anyhow::Result<()> {
         ;
     let src: MultiUdpSource<Complex<i16>> =
         link.receive(|| builder.build_streams([StreamSelector::Id(0), StreamSelector::Id(1)]))?;
+    assert_eq!(src.zero_copy(), backend.is_none());
     emu.dest = src.local_addr();
     emu.rate = 10e6;
     emu.tick_rate = 20e6;
@@ -125,7 +129,7 @@ fn two_of_three(format: Format, backend: Backend) -> anyhow::Result<()> {
     let fg = Runtime::new().run(fg)?;
     let sent = sender.join().unwrap();
     let stats = fg.block(&src)?.stats();
-    let ctx = format!("{format} {backend}: {stats}\n{sent:?}");
+    let ctx = format!("{format} {backend:?}: {stats}\n{sent:?}");
     assert_eq!(sent.dropped, PACKETS / DROP_EVERY, "{ctx}");
     assert_eq!(
         stats.engine.kernel_drops + stats.engine.overflow,
@@ -162,7 +166,7 @@ fn two_of_three(format: Format, backend: Backend) -> anyhow::Result<()> {
 
 #[test]
 fn two_selected_streams_of_three_are_exact_on_every_backend() -> anyhow::Result<()> {
-    for &backend in Backend::ALL {
+    for backend in Backend::ALL.iter().copied().map(Some).chain([None]) {
         for format in [Format::Vrt, Format::Chdr] {
             two_of_three(format, backend)?;
         }
@@ -312,6 +316,26 @@ fn one_of_two_readers_waits(
     Ok((stats, on_time, waited))
 }
 
+/// The packets of `items` that are all zeros, once every other packet was checked to hold
+/// the ramp at its place.
+fn zero_packets_of_ramp(items: &[Complex<i16>], ctx: &str) -> u64 {
+    let mut zero_packets = 0;
+    for (p, chunk) in items.chunks(SPP as usize).enumerate() {
+        if chunk.iter().all(|s| (s.re, s.im) == (0, 0)) {
+            zero_packets += 1;
+        } else {
+            for (k, s) in chunk.iter().enumerate() {
+                assert_eq!(
+                    ramp_index(s.re, s.im) as usize,
+                    p * SPP as usize + k,
+                    "{ctx}"
+                );
+            }
+        }
+    }
+    zero_packets
+}
+
 /// Whether `items` are the ramp from sample 0 on, every sample in its place.
 fn is_ramp(items: &[Complex<i16>]) -> bool {
     items
@@ -330,9 +354,18 @@ fn a_stalled_reader_does_not_make_the_other_streams_lose_data() -> anyhow::Resul
         N,
         20e6,
         // A small receive side: what the stalled reader holds back (its whole stream)
-        // cannot hide in it, while the hold before its backlog starts (1 ms of both
-        // streams, about 230 KiB of socket buffer with the kernel's overhead) fits.
-        |b| b.zero_fill_missed(true).slots(256).recv_buffer(512 * 1024),
+        // cannot hide in it, while the hold before its backlog starts (half the engine's
+        // 2 ms queue bound: 1 ms of both streams, about 230 KiB of socket buffer with the
+        // kernel's overhead) fits. With the engine's default bound (20 ms: a 10 ms hold,
+        // 1.6 MB) the socket overflowed for both streams, in release builds and, on a
+        // machine on 11-28, in debug too.
+        |b| {
+            b.zero_fill_missed(true)
+                .slots(256)
+                .recv_buffer(512 * 1024)
+                .configure(|c| c.latency_budget = Some(Duration::from_millis(2)))
+                .zero_copy(false)
+        },
         Wait::UntilSent,
     )?;
     let ctx = format!("{stats}");
@@ -348,20 +381,7 @@ fn a_stalled_reader_does_not_make_the_other_streams_lose_data() -> anyhow::Resul
     assert!(dropped > 0, "the stall must have dropped something: {ctx}");
     // Every sample in its place: the ramp where it arrived, zeros where it was dropped.
     assert_eq!(slow.len() as u64, N * SPP, "{ctx}");
-    let mut zero_packets = 0;
-    for (p, chunk) in slow.chunks(SPP as usize).enumerate() {
-        if chunk.iter().all(|s| (s.re, s.im) == (0, 0)) {
-            zero_packets += 1;
-        } else {
-            for (k, s) in chunk.iter().enumerate() {
-                assert_eq!(
-                    ramp_index(s.re, s.im) as usize,
-                    p * SPP as usize + k,
-                    "{ctx}"
-                );
-            }
-        }
-    }
+    let zero_packets = zero_packets_of_ramp(&slow, &ctx);
     assert_eq!(zero_packets, dropped, "{ctx}");
     Ok(())
 }
@@ -379,7 +399,10 @@ fn a_reader_late_for_less_than_the_hold_loses_nothing() -> anyhow::Result<()> {
         N,
         5e6,
         // Hold up to 2 s: the 200 ms wait stays well inside it on a loaded machine.
-        |b| b.configure(|c| c.latency_budget = Some(Duration::from_secs(4))),
+        |b| {
+            b.configure(|c| c.latency_budget = Some(Duration::from_secs(4)))
+                .zero_copy(false)
+        },
         Wait::AfterData(Duration::from_millis(200)),
     )?;
     let ctx = format!("{stats}");
@@ -397,5 +420,44 @@ fn a_reader_late_for_less_than_the_hold_loses_nothing() -> anyhow::Result<()> {
         assert_eq!(items.len() as u64, N * SPP, "{name}: {ctx}");
         assert!(is_ramp(&items), "{name}: every sample in order: {ctx}");
     }
+    Ok(())
+}
+
+/// With zero copy each stream has a socket and receiver of its
+/// own: a stalled reader holds up only its stream, whose socket fills and whose datagrams
+/// the kernel then drops (counted in `kernel_drops`); the other stream loses nothing, and
+/// the stalled one's samples are each in their place, zeros where datagrams were dropped.
+#[test]
+fn a_stalled_reader_of_a_zero_copy_source_loses_only_its_own_stream() -> anyhow::Result<()> {
+    const N: u64 = 4000;
+    let (stats, fast, slow) = one_of_two_readers_waits(
+        N,
+        20e6,
+        |b| {
+            b.zero_fill_missed(true)
+                .recv_buffer(512 * 1024)
+                .zero_copy(true)
+        },
+        Wait::UntilSent,
+    )?;
+    let ctx = format!("{stats}");
+    assert_eq!(fast.len() as u64, N * SPP, "{ctx}");
+    assert!(is_ramp(&fast), "{ctx}");
+    assert_eq!(
+        (stats.streams[0].datagrams, stats.streams[0].missed),
+        (N, 0),
+        "{ctx}"
+    );
+    let (got, missed) = (stats.streams[1].datagrams, stats.streams[1].missed);
+    assert!(got < N, "the stall must have dropped something: {ctx}");
+    // Every drop was the kernel's, on the stalled stream's socket.
+    assert_eq!(stats.engine.kernel_drops, N - got, "{ctx}");
+    assert_eq!(stats.streams[0].overflow + stats.streams[1].overflow, 0);
+    // Every sample in its place up to the last datagram received: the ramp where it
+    // arrived, zeros where it was dropped.
+    assert_eq!(slow.len() as u64 % SPP, 0, "{ctx}");
+    let zero_packets = zero_packets_of_ramp(&slow, &ctx);
+    assert_eq!(zero_packets, missed, "{ctx}");
+    assert_eq!(slow.len() as u64 / SPP, got + missed, "{ctx}");
     Ok(())
 }

@@ -35,7 +35,7 @@ pub struct UdpSourceBuilder<T> {
     pub(super) first_wait: Option<Duration>,
     probe_granularity: Option<u64>,
     pub(super) batch_workers: bool,
-    backend_set: bool,
+    pub(super) backend_set: bool,
     /// `reuseport` / `uring_depth` were given: they name their backend.
     reuseport_set: bool,
     uring_depth_set: bool,
@@ -523,6 +523,7 @@ impl<T: Item> UdpSourceBuilder<T> {
                 .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
             marks,
             batch_workers: self.batch_workers,
+            backend: cfg.backend,
         };
         let cfg = InPlaceConfig {
             engine: cfg,
@@ -575,6 +576,8 @@ pub(super) struct InPlaceParts {
     pub(super) idle_finish: Option<(Duration, Duration)>,
     pub(super) marks: Option<ProbeSpec>,
     pub(super) batch_workers: bool,
+    /// What the receivers receive with.
+    pub(super) backend: Backend,
 }
 
 /// What [`UdpSourceBuilder::parts`] checks and builds.

@@ -239,12 +239,7 @@ impl<T: Item> Lane<T> {
     /// Datagrams of other streams the receiver skipped, per stream key (live, and final
     /// after the shutdown).
     pub(super) fn skipped_by_stream(&self) -> impl Iterator<Item = (String, u64)> + use<T> {
-        self.handle.skipped_by_stream().into_iter().map(|(k, n)| {
-            (
-                fsdr_net_io::StreamSelector::key_of(k.stream_id, k.source),
-                n,
-            )
-        })
+        skipped_keys(&self.handle)
     }
 
     /// Fires when the receiver hands a buffer back (it must still run).
@@ -327,4 +322,17 @@ impl<T: Item> Lane<T> {
         let (engine, stream, rest) = self.rx.take()?.shutdown();
         Some((SourceStats { engine, stream }, rest))
     }
+}
+
+/// The datagrams of other streams a receiver skipped (its counters' `handle`), per stream
+/// key (live, and final after the shutdown).
+pub(super) fn skipped_keys(
+    handle: &fsdr_net_io::StatsHandle,
+) -> impl Iterator<Item = (String, u64)> + use<> {
+    handle.skipped_by_stream().into_iter().map(|(k, n)| {
+        (
+            fsdr_net_io::StreamSelector::key_of(k.stream_id, k.source),
+            n,
+        )
+    })
 }

@@ -1,103 +1,28 @@
 //! [`MultiUdpSource`]: one port, several streams (the channels of a multi-channel radio,
 //! DIFI streams told apart by stream ID), one output each.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fsdr_net_io::depacketizer::{
-    DatagramIn, Depacketizer, DepacketizerStats, GapEvent, ItemTag, TagKind,
-};
+use fsdr_net_io::depacketizer::{DatagramIn, Depacketizer, GapEvent, ItemTag, TagKind};
 use fsdr_net_io::format::vrt::context::ContextTracker;
 use fsdr_net_io::format::{PacketClass, PacketInfo};
 use fsdr_net_io::sample::Item;
 use fsdr_net_io::seq::Gap;
 use fsdr_net_io::{Engine, Stats, StatsHandle, StreamSelector};
 use futuresdr::runtime::dev::prelude::*;
-use serde::Serialize;
 
-use super::{Activity, Deadline, DeadlineWait, Stop, context_pmt, gap_pmt, sleep_until, tags_of};
+use super::window::WindowLane;
+use super::{
+    Activity, Deadline, DeadlineWait, MultiSourceStats, Stop, StreamStats, context_pmt, gap_pmt,
+    sleep_until, tags_of,
+};
 
 /// How long a full output holds the reading of every stream when the engine's queue has no
 /// latency budget (half the default one).
 pub(super) const HOLD_UNBOUNDED: Duration = Duration::from_millis(10);
-
-/// The counters of one output of a [`MultiUdpSource`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct StreamStats {
-    /// Which datagrams the output takes.
-    pub selector: String,
-    /// Datagrams delivered to this output.
-    pub datagrams: u64,
-    /// Frames missing from this stream, from its own sequence numbers.
-    pub missed: u64,
-    /// Datagrams dropped because this output's reader fell behind while the other outputs
-    /// were served (its backlog of waiting datagrams was full); zero-filled like a gap.
-    pub overflow: u64,
-    /// Items, zeros, gaps and copies of this output.
-    #[serde(flatten)]
-    pub stream: DepacketizerStats,
-}
-
-/// Every counter of a [`MultiUdpSource`]: the engine's (for the port), each output's, and the
-/// datagrams of streams no output asked for, per stream.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct MultiSourceStats {
-    /// The receive engine's counters for the whole port.
-    pub engine: Stats,
-    /// One entry per output, in output order.
-    pub streams: Vec<StreamStats>,
-    /// Datagrams of streams no output selected ("skipped" per stream key).
-    pub skipped_by_stream: BTreeMap<String, u64>,
-}
-
-impl MultiSourceStats {
-    /// As a `Pmt::MapStrPmt`: every engine counter under its own name, each output's as
-    /// `"<output>.<name>"` (`0.missed`, `1.items`, …), and `skipped.<stream key>`.
-    pub fn to_pmt(&self) -> Pmt {
-        let mut m: HashMap<String, Pmt> = self
-            .engine
-            .fields()
-            .map(|(k, v)| (k.to_string(), Pmt::U64(v)))
-            .collect();
-        for (i, s) in self.streams.iter().enumerate() {
-            m.insert(format!("{i}.datagrams"), Pmt::U64(s.datagrams));
-            m.insert(format!("{i}.missed"), Pmt::U64(s.missed));
-            m.insert(format!("{i}.overflow"), Pmt::U64(s.overflow));
-            for (k, v) in s.stream.fields() {
-                m.insert(format!("{i}.{k}"), Pmt::U64(v));
-            }
-        }
-        for (k, v) in &self.skipped_by_stream {
-            m.insert(format!("skipped.{k}"), Pmt::U64(*v));
-        }
-        Pmt::MapStrPmt(m)
-    }
-}
-
-impl std::fmt::Display for MultiSourceStats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "{}", self.engine)?;
-        for (i, s) in self.streams.iter().enumerate() {
-            writeln!(
-                f,
-                "output {i} ({}): {} datagrams, {} missed frames, {} dropped behind its reader, \
-                 {} items ({} zeros)",
-                s.selector,
-                s.datagrams,
-                s.missed,
-                s.overflow,
-                s.stream.items,
-                s.stream.zeros_inserted
-            )?;
-        }
-        for (k, v) in &self.skipped_by_stream {
-            writeln!(f, "skipped ({k}): {v} datagrams")?;
-        }
-        Ok(())
-    }
-}
 
 /// A datagram its output had no room for, copied out of the engine's slot.
 struct Waiting {
@@ -196,6 +121,17 @@ fn note_dropped(dropped: &mut Gap, restart: &mut bool, d: &DatagramIn<'_>) {
 /// the other streams go on losing nothing. Reading stops for good only when every output is
 /// blocked.
 ///
+/// **Zero copy** ([`zero_copy`](crate::UdpSourceBuilder::zero_copy); by default where the
+/// items are the wire's bytes, e.g. sc16 CHDR as `Complex<i16>`, the selectors are stream IDs
+/// and no backend is chosen): each output is filled in place by an in-place receiver of its
+/// own, as in [`MultiInPlaceUdpSource`](crate::MultiInPlaceUdpSource) — a socket per stream,
+/// the kernel steering each datagram to its stream's — lending windows of the output's
+/// buffer; the outputs, tags and messages are the same. A late reader then holds up its own
+/// stream alone: its receiver stops reading, its socket's buffer absorbs the wait
+/// ([`recv_buffer`](crate::UdpSourceBuilder::recv_buffer)), and beyond that the kernel
+/// drops its datagrams (counted in `kernel_drops`, zero-filled and tagged like any gap once
+/// the next datagram arrives); [`StreamStats::overflow`] stays 0.
+///
 /// # Stream Outputs
 ///
 /// `outputs[0]`, `outputs[1]`, …: the samples of each selected stream, with tags.
@@ -230,10 +166,15 @@ fn note_dropped(dropped: &mut Gap, restart: &mut bool, d: &DatagramIn<'_>) {
 #[derive(Block)]
 #[message_outputs(missed, stats, context)]
 pub struct MultiUdpSource<T: Item> {
+    /// Zero copy: one in-place receiver per output, writing into its memory (declared
+    /// first, so that they are dropped, their threads joined, before the writers); empty
+    /// when the engine feeds the outputs.
+    pub(super) windows: Vec<WindowLane<T>>,
     #[output]
-    outputs: Vec<DefaultCpuWriter<T>>,
+    pub(super) outputs: Vec<DefaultCpuWriter<T>>,
     /// Which datagrams each output takes.
-    selectors: Vec<StreamSelector>,
+    pub(super) selectors: Vec<StreamSelector>,
+    /// Each output's state when the engine feeds them (empty with zero copy).
     streams: Vec<Output<T>>,
     engine: Option<Engine>,
     stats_handle: StatsHandle,
@@ -241,8 +182,8 @@ pub struct MultiUdpSource<T: Item> {
     final_stats: Option<Stats>,
     max_datagram: usize,
     /// When the stream started and last brought data, and when silence ends it.
-    activity: Activity,
-    deadline: Arc<Mutex<Deadline>>,
+    pub(super) activity: Activity,
+    pub(super) deadline: Arc<Mutex<Deadline>>,
     /// Datagrams an output may keep waiting for its reader.
     backlog_cap: usize,
     /// How long a full output may stop the reading of every stream.
@@ -258,46 +199,75 @@ pub struct MultiUdpSource<T: Item> {
     pub(super) batch_workers: bool,
 }
 
-impl<T: Item> MultiUdpSource<T> {
-    pub(super) fn new(
+/// What feeds a [`MultiUdpSource`]: the engine and a depacketizer per output, or with zero
+/// copy an in-place receiver per output.
+// Passed once to `MultiUdpSource::new`, which takes it apart: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum MultiFeed<T: Item> {
+    Engine {
         engine: Engine,
-        streams: Vec<(StreamSelector, Depacketizer<T>)>,
+        /// One per output.
+        dps: Vec<Depacketizer<T>>,
+        /// The largest datagram the engine takes.
         max_datagram: usize,
+    },
+    Windows(Vec<WindowLane<T>>),
+}
+
+impl<T: Item> MultiUdpSource<T> {
+    /// `buffer_items`: the least items of each output's buffer.
+    pub(super) fn new(
+        feed: MultiFeed<T>,
+        selectors: Vec<StreamSelector>,
+        buffer_items: usize,
         buffer_datagrams: usize,
         hold: Duration,
         idle_finish: Option<(Duration, Duration)>,
     ) -> Self {
-        let outputs = streams
+        let outputs = selectors
             .iter()
-            .map(|(_, dp)| {
+            .map(|_| {
                 let mut o = DefaultCpuWriter::<T>::default();
-                o.set_min_buffer_size_in_items(buffer_datagrams * dp.max_items(max_datagram));
+                o.set_min_buffer_size_in_items(buffer_items);
                 o
             })
             .collect();
-        let (selectors, streams): (Vec<_>, Vec<_>) = streams
-            .into_iter()
-            .map(|(selector, dp)| {
-                let out = Output {
-                    dp,
-                    datagrams: 0,
-                    missed: 0,
-                    overflow: 0,
-                    backlog: VecDeque::new(),
-                    dropped: Gap::default(),
-                    dropped_restart: false,
-                    late_since: None,
-                };
-                (selector, out)
-            })
-            .unzip();
+        let (engine, windows, max_datagram, streams) = match feed {
+            MultiFeed::Engine {
+                engine,
+                dps,
+                max_datagram,
+            } => {
+                let streams = dps
+                    .into_iter()
+                    .map(|dp| Output {
+                        dp,
+                        datagrams: 0,
+                        missed: 0,
+                        overflow: 0,
+                        backlog: VecDeque::new(),
+                        dropped: Gap::default(),
+                        dropped_restart: false,
+                        late_since: None,
+                    })
+                    .collect();
+                (Some(engine), Vec::new(), max_datagram, streams)
+            }
+            MultiFeed::Windows(lanes) => (None, lanes, 0, Vec::new()),
+        };
+        let (stats_handle, local_addr) = match (&engine, windows.first()) {
+            (Some(e), _) => (e.stats_handle(), e.local_addr()),
+            (None, Some(lane)) => (lane.stats_handle(), lane.local_addr()),
+            (None, None) => unreachable!("a multi-stream source has an output"),
+        };
         Self {
+            windows,
             outputs,
             selectors,
             streams,
-            stats_handle: engine.stats_handle(),
-            local_addr: engine.local_addr(),
-            engine: Some(engine),
+            stats_handle,
+            local_addr,
+            engine,
             final_stats: None,
             max_datagram,
             activity: Activity::new(idle_finish),
@@ -319,11 +289,14 @@ impl<T: Item> MultiUdpSource<T> {
 
     /// How many outputs (streams) the source has.
     pub fn streams(&self) -> usize {
-        self.streams.len()
+        self.selectors.len()
     }
 
     /// Every counter: live while running, final after the flowgraph ended.
     pub fn stats(&self) -> MultiSourceStats {
+        if !self.windows.is_empty() {
+            return self.windows_stats();
+        }
         MultiSourceStats {
             engine: self
                 .final_stats
@@ -526,6 +499,9 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
         if self.batch_workers {
             crate::worker_policy::batch_this_worker();
         }
+        if !self.windows.is_empty() {
+            return self.work_windows(io, mo).await;
+        }
         let now = Instant::now();
         self.activity.start(now);
         if self.engine.is_none() {
@@ -584,6 +560,9 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
     }
 
     async fn deinit(&mut self, _mo: &mut MessageOutputs, _meta: &mut BlockMeta) -> Result<()> {
+        for lane in &mut self.windows {
+            lane.shutdown(None);
+        }
         if let Some(engine) = self.engine.take() {
             self.final_stats = Some(engine.shutdown());
         }

@@ -7,15 +7,12 @@ use std::time::{Duration, Instant};
 
 use fsdr_net_io::inplace::InPlaceReceiver;
 use fsdr_net_io::sample::Item;
-use fsdr_net_io::{Notify, Stats, StreamSelector};
+use fsdr_net_io::{Notify, StreamSelector};
 use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 
 use super::inplace::{HandedDown, Lane, OutBuf};
-use super::{
-    Activity, Deadline, MultiSourceStats, StatsTimer, StreamStats, context_pmt, gap_pmt,
-    sleep_until,
-};
+use super::{Activity, Deadline, MultiSourceStats, StatsTimer, context_pmt, gap_pmt, sleep_until};
 
 /// Receives several streams of one port — the channels of a multi-channel radio (CHDR
 /// destination endpoints), DIFI/VITA-49 streams (stream IDs) — each into an output of its
@@ -157,26 +154,11 @@ impl<T: Item> MultiInPlaceUdpSource<T> {
         lanes: &[Lane<T>],
         each: impl IntoIterator<Item = super::SourceStats>,
     ) -> MultiSourceStats {
-        let mut skipped_by_stream = std::collections::BTreeMap::new();
-        for (key, n) in lanes.iter().flat_map(Lane::skipped_by_stream) {
-            *skipped_by_stream.entry(key).or_default() += n;
-        }
-        let each: Vec<_> = each.into_iter().collect();
-        MultiSourceStats {
-            engine: Stats::combined(each.iter().map(|s| &s.engine)),
-            streams: selectors
-                .iter()
-                .zip(&each)
-                .map(|(sel, s)| StreamStats {
-                    selector: sel.to_string(),
-                    datagrams: s.engine.delivered,
-                    missed: s.engine.missed,
-                    overflow: 0,
-                    stream: s.stream,
-                })
-                .collect(),
-            skipped_by_stream,
-        }
+        MultiSourceStats::of_receivers(
+            selectors,
+            each,
+            lanes.iter().flat_map(Lane::skipped_by_stream),
+        )
     }
 
     /// Posts what a hand-over of output `i` left: its gaps (with the output) and contexts.

@@ -3,11 +3,13 @@
 //! kernel sorts them to one in-place receiver per stream).
 
 use fsdr_net_io::depacketizer::Depacketizer;
-use fsdr_net_io::inplace::InPlaceReceiver;
+use fsdr_net_io::inplace::{InPlaceReceiver, ItemBuffer};
 use fsdr_net_io::sample::Item;
 use fsdr_net_io::{Engine, Format, StreamSelector};
 
-use super::builder::Parts;
+use super::builder::{InPlaceParts, Parts};
+use super::multi::MultiFeed;
+use super::window::{WindowLane, ZERO_COPY_WINDOWS};
 use super::{MultiInPlaceUdpSource, MultiUdpSource, UdpSourceBuilder, limits};
 use crate::Error;
 
@@ -15,11 +17,44 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// Opens the socket and starts the engine for a [`MultiUdpSource`]: one output per
     /// selector, in the order given, each with the settings of this builder (format, wire
     /// format, rates, zero-fill, …). Probe marks are per stream and not supported here.
+    ///
+    /// With [`zero_copy`](Self::zero_copy) — by default where the items are the wire's
+    /// bytes, every selector a [`StreamSelector::Id`], no backend chosen, the pause policy
+    /// under overload and no UDP GRO — each output is filled in place instead, by the
+    /// receivers of [`build_streams_in_place`](Self::build_streams_in_place) lending windows
+    /// of the output's default buffer (8 by default,
+    /// [`in_place_buffers`](Self::in_place_buffers)).
+    ///
+    /// ```
+    /// # use fsdr_net::prelude::*;
+    /// use fsdr_net::io::StreamSelector;
+    /// let ids = [StreamSelector::Id(0), StreamSelector::Id(1)];
+    /// let b = || {
+    ///     UdpSource::<num_complex::Complex<i16>>::builder("127.0.0.1:0")
+    ///         .format(Format::Chdr)
+    ///         .tick_rate(200e6)
+    /// };
+    /// assert!(b().build_streams(ids)?.zero_copy());
+    /// assert!(!b().zero_copy(false).build_streams(ids)?.zero_copy());
+    /// # Ok::<(), fsdr_net::Error>(())
+    /// ```
     pub fn build_streams(
         self,
         streams: impl IntoIterator<Item = StreamSelector>,
     ) -> Result<MultiUdpSource<T>, Error> {
         let selectors = self.check_selectors(streams)?;
+        let zero_copy = match self.zero_copy {
+            Some(on) => on,
+            None => {
+                let Parts { cfg, decoder, .. } = self.parts()?;
+                let ids = selectors.iter().all(|s| matches!(s, StreamSelector::Id(_)));
+                ids && !cfg.socket.gro
+                    && super::window::by_default(&cfg, &decoder, self.backend_set)
+            }
+        };
+        if zero_copy {
+            return self.build_streams_zero_copy(selectors);
+        }
         let Parts {
             cfg,
             decoder,
@@ -31,9 +66,9 @@ impl<T: Item> UdpSourceBuilder<T> {
                 "probe marks are not supported on a multi-stream source",
             ));
         }
-        let streams = selectors
-            .into_iter()
-            .map(|s| (s, Depacketizer::new(decoder, dp_cfg.clone())))
+        let dps: Vec<_> = selectors
+            .iter()
+            .map(|_| Depacketizer::new(decoder, dp_cfg.clone()))
             .collect();
         // A stream's reorder window is released at once when a gap is declared: each output
         // holds at least that, so one stream's burst does not stall the others behind it.
@@ -43,10 +78,16 @@ impl<T: Item> UdpSourceBuilder<T> {
             .max(cfg.reorder_window.saturating_mul(2));
         limits::output_items(buffer, &decoder, cfg.slot_size)?;
         let engine = Engine::start(cfg.clone())?;
-        let mut src = MultiUdpSource::new(
+        let items = buffer * dps[0].max_items(cfg.slot_size);
+        let feed = MultiFeed::Engine {
             engine,
-            streams,
-            cfg.slot_size,
+            dps,
+            max_datagram: cfg.slot_size,
+        };
+        let mut src = MultiUdpSource::new(
+            feed,
+            selectors,
+            items,
             buffer,
             cfg.latency_budget
                 .map_or(super::multi::HOLD_UNBOUNDED, |b| b / 2),
@@ -70,13 +111,55 @@ impl<T: Item> UdpSourceBuilder<T> {
         streams: impl IntoIterator<Item = StreamSelector>,
     ) -> Result<MultiInPlaceUdpSource<T>, Error> {
         let selectors = self.check_selectors(streams)?;
+        let (p, rxs) = self.start_stream_receivers(&selectors)?;
+        let mut src = MultiInPlaceUdpSource::new(
+            rxs,
+            selectors,
+            p.buffers,
+            p.items,
+            p.stats_interval,
+            p.idle_finish,
+        );
+        src.batch_workers = p.batch_workers;
+        Ok(src)
+    }
+
+    /// [`build_streams`](Self::build_streams) with zero copy.
+    fn build_streams_zero_copy(
+        mut self,
+        selectors: Vec<StreamSelector>,
+    ) -> Result<MultiUdpSource<T>, Error> {
+        self.in_place_buffers.get_or_insert(ZERO_COPY_WINDOWS);
+        let (p, rxs) = self.start_stream_receivers(&selectors)?;
+        let lanes = rxs
+            .into_iter()
+            .map(|rx| WindowLane::new(rx, p.backend, p.buffers, p.items))
+            .collect();
+        let mut src = MultiUdpSource::new(
+            MultiFeed::Windows(lanes),
+            selectors,
+            p.buffers * p.items,
+            p.buffers,
+            super::multi::HOLD_UNBOUNDED,
+            p.idle_finish,
+        );
+        src.batch_workers = p.batch_workers;
+        Ok(src)
+    }
+
+    /// The in-place receivers of one port's streams, one per selector (stream IDs only),
+    /// and the settings of their outputs.
+    fn start_stream_receivers<B: ItemBuffer<T>>(
+        self,
+        selectors: &[StreamSelector],
+    ) -> Result<(InPlaceParts, Vec<InPlaceReceiver<T, B>>), Error> {
         let ids = selectors
             .iter()
             .map(|s| match s {
                 StreamSelector::Id(id) => Ok(*id),
                 other => Err(Error::config(format!(
                     "stream selector {other}: the kernel steers by stream ID alone, so the \
-                     in-place multi-stream source takes StreamSelector::Id only"
+                     in-place multi-stream sources take StreamSelector::Id only"
                 ))),
             })
             .collect::<Result<Vec<u32>, Error>>()?;
@@ -91,16 +174,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             Some(n) => InPlaceReceiver::start_streams_on(cfg, &ids, n)?,
             None => InPlaceReceiver::start_streams(cfg, &ids)?,
         };
-        let mut src = MultiInPlaceUdpSource::new(
-            rxs,
-            selectors,
-            p.buffers,
-            p.items,
-            p.stats_interval,
-            p.idle_finish,
-        );
-        src.batch_workers = p.batch_workers;
-        Ok(src)
+        Ok((p, rxs))
     }
 
     /// The selectors of a multi-stream source, checked: at least one, not too many, none

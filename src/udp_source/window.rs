@@ -357,7 +357,7 @@ fn returned(out: &mut VecDeque<(u64, u64)>, start: u64, len: usize) {
 }
 
 /// Windows lent at once when `in_place_buffers` is not set.
-const ZERO_COPY_WINDOWS: usize = 8;
+pub(super) const ZERO_COPY_WINDOWS: usize = 8;
 
 /// Whether [`UdpSourceBuilder::build`] receives in place when `zero_copy` was not set: when
 /// the items are the wire's bytes (no conversion), no backend was chosen and the policy
@@ -411,7 +411,7 @@ impl<T: Item> UdpSourceBuilder<T> {
         // at 800 MB/s, 8 1.08x: docs/measurements/2026-11-28.md).
         self.in_place_buffers.get_or_insert(ZERO_COPY_WINDOWS);
         let (p, cfg) = self.in_place_parts()?;
-        let backend = cfg.engine.backend;
+        let backend = p.backend;
         let max_datagram = cfg.engine.slot_size;
         let dp = Depacketizer::new(cfg.decoder, cfg.depacketizer.clone());
         let block = dp.marks().map_or(0, |m| m.block());
