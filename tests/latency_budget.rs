@@ -74,10 +74,10 @@ fn the_budget_sets_the_wake_moderation() {
         coalesce_of(edited_then_budgeted(|c| c.coalesce = explicit)),
         explicit
     );
-    // Under load the socket is read every eighth of the budget, and on every arrival with a
+    // Under load the socket is read every quarter of the budget, and on every arrival with a
     // zero budget; an interval set through `configure` wins.
     let poll = |b: UdpSourceBuilder<u8>| seen(b, |c| c.poll_interval);
-    assert_eq!(poll(builder()), Some(Duration::from_micros(250)));
+    assert_eq!(poll(builder()), Some(Duration::from_micros(500)));
     assert_eq!(poll(builder().latency_budget(Duration::ZERO)), None);
     assert_eq!(poll(builder().low_latency()), None);
     assert_eq!(poll(edited_then_budgeted(|c| c.poll_interval = None)), None);

@@ -178,7 +178,7 @@ pub struct TuningArgs {
     #[arg(long, default_value_t = 64)]
     pub coalesce_frames: usize,
     /// Under load, read the socket at most every this many microseconds (0: on every
-    /// arrival); default: the blocks' latency budget's (an eighth of 2 ms), for engine-only
+    /// arrival); default: the blocks' latency budget's (a quarter of 2 ms), for engine-only
     /// receivers on every arrival.
     #[arg(long, value_parser = parse_f64)]
     pub poll_us: Option<f64>,

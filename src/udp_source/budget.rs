@@ -19,8 +19,8 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// arrival to the block's output under load (default 2 ms). The receive side wakes the
     /// block at most every half of it while datagrams keep coming (sooner when 64 wait; the
     /// in-place source when a buffer is full), and at once when traffic is sparse
-    /// ([`Coalesce::for_latency_budget`]); under load the `mio` and `reuseport` receive
-    /// threads read the socket every eighth of it rather than on every arrival
+    /// ([`Coalesce::for_latency_budget`]); under load the receive threads (`mio`,
+    /// `reuseport`, in place) read the socket every quarter of it rather than on every arrival
     /// ([`EngineConfig::poll_interval`](fsdr_net_io::EngineConfig::poll_interval)). Each
     /// wake-up saved spares FutureSDR's workers 20–30 µs on a 2-vCPU VM. Measured
     /// (docs/PERFORMANCE.md, "The latency budget"): with the 2 ms default `UdpSource` costs
@@ -67,10 +67,12 @@ impl<T: Item> UdpSourceBuilder<T> {
         self.latency_budget(Duration::ZERO)
     }
 
-    /// How often a receive thread reads the socket under `budget`: an eighth of it (none
-    /// below 160 µs, where the sleep would be too short to save a wake-up).
+    /// How often a receive thread reads the socket under `budget`: a quarter of it (none
+    /// below 80 µs, where the sleep would be too short to save a wake-up). An eighth cost
+    /// the zero-copy source 1.25x the bare loop's CPU per GB at the X410's rate, a quarter
+    /// 1.19x, for 60 µs more at p99 (docs/measurements/2026-11-28.md).
     pub(super) fn poll_interval_for(budget: Duration) -> Option<Duration> {
-        let every = budget / 8;
+        let every = budget / 4;
         (every >= Duration::from_micros(20)).then_some(every)
     }
 }

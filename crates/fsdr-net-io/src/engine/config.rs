@@ -253,7 +253,7 @@ pub struct EngineConfig {
     /// back to waiting for the socket. Fewer, larger receives and wake-ups, at up to this
     /// much more latency. Bounded so that the socket's receive buffer holds what arrives
     /// meanwhile at 100 Gb/s (128 MiB: 5 ms; with Linux's default 208 KiB it is off).
-    /// Default: none (every arrival); the blocks' latency budget sets an eighth of it.
+    /// Default: none (every arrival); the blocks' latency budget sets a quarter of it.
     pub poll_interval: Option<Duration>,
 }
 
