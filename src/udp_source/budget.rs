@@ -25,8 +25,8 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// wake-up saved spares FutureSDR's workers 20–30 µs on a 2-vCPU VM. Measured
     /// (docs/PERFORMANCE.md, "The latency budget"): with the 2 ms default `UdpSource` costs
     /// about half the CPU per GB of the former 50 µs wake-ups at 800 MB/s (0.32 against 0.61
-    /// CPU-s/GB), 0.87× at 393 MB/s of 1472 B, and arrival to sink stays at 1 ms at p99 at
-    /// 200 Msps. `Duration::ZERO` wakes after
+    /// CPU-s/GB), 0.87× at 393 MB/s of 1472 B; arrival to sink at 200 Msps, p99: 0.9 ms in
+    /// place, 1.3 ms through the engine (11-28). `Duration::ZERO` wakes after
     /// every receive; see [`low_latency`](Self::low_latency) for the preset. An explicit
     /// [`coalesce`](Self::coalesce) (or a poll interval set through
     /// [`configure`](Self::configure)) wins. (Not the engine's
