@@ -41,9 +41,11 @@ struct Args {
     /// Receive from a real device on this address instead of starting the emulator.
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// Receive backend.
-    #[arg(long, default_value = "mio")]
-    backend: Backend,
+    /// Receive backend (default: the source's choice — in place over `recvmmsg`, converting
+    /// sc16 to Complex<f32> where each payload lands; the `mio` engine where in place cannot
+    /// be, e.g. `--overload drop-newest`). The summary says which one received.
+    #[arg(long)]
+    backend: Option<Backend>,
     /// Mark every N-th sample with LTTng events (`fsdr_net:arrival` in the source with the
     /// datagram's arrival time, `fsdr_net:rx` in a probe sink beside the main sink), for
     /// network-arrival-to-sink latency (`cargo xtask latency --usrp`). Needs the `lttng`
@@ -132,6 +134,8 @@ struct Args {
 
 /// What one run measured.
 struct Outcome {
+    /// The backend the source received with.
+    backend: Option<Backend>,
     stats: SourceStats,
     items: u64,
     seconds: f64,
@@ -147,8 +151,11 @@ fn build<T: RampSample>(
     args: &Args,
     format: Format,
 ) -> UdpSourceBuilder<T> {
-    let mut b = b
-        .backend(args.backend)
+    let mut b = match args.backend {
+        Some(backend) => b.backend(backend),
+        None => b,
+    };
+    b = b
         .format(format)
         .recv_buffer(args.recv_buffer)
         .zero_fill_missed(args.zero_fill)
@@ -200,6 +207,7 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
     started: impl FnOnce(),
 ) -> Result<Outcome> {
     let stats = src.stats_handle();
+    let backend = src.backend().map(|(b, _)| b);
     let bytes_per_sample = src.bytes_per_item() as u64;
     let sink = RampCheck::<T>::new(check);
     let probe = src.probe_spec().map(ProbeSink::<T>::new);
@@ -295,6 +303,7 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
     let src_block = fg.block(&src)?;
     let sink_block = fg.block(&sink)?;
     Ok(Outcome {
+        backend,
         stats: src_block.stats(),
         items: sink_block.items(),
         seconds: start.elapsed().as_secs_f64(),
@@ -319,7 +328,7 @@ fn main() -> Result<()> {
     common::check_cpus("--emulator-cpus", &args.emulator_cpus)?;
     args.tuning.place()?;
     args.multicast
-        .check(args.listen, args.backend == Backend::Xdp)?;
+        .check(args.listen, args.backend == Some(Backend::Xdp))?;
     let format = format_for(args.mode, args.format);
     let bind = args
         .listen

@@ -2,9 +2,9 @@
 //! documented in docs/json.md and only ever added to), the sentences that say what happened
 //! to lost samples, and the number of samples lost, which decides the exit code.
 
-use fsdr_net::io::Format;
 use fsdr_net::io::emulator::EmulatorReport;
 use fsdr_net::io::host::Load;
+use fsdr_net::io::{Backend, Format};
 
 use super::{Args, ChannelsOutcome, Outcome};
 use fsdr_net::io::diagnosis::explain;
@@ -51,6 +51,8 @@ pub(super) fn single(
     emu: Option<&EmulatorReport>,
 ) -> u64 {
     let s = &o.stats.engine;
+    // What the source received with (as asked, or its own choice).
+    let backend = o.backend.or(args.backend).unwrap_or(Backend::Mio);
     let zeros = o.stats.stream.zeros_inserted;
     let received = o.items - zeros;
     // Samples the sender produced: known from the emulator, or from --expect-samples; for a
@@ -95,7 +97,7 @@ pub(super) fn single(
     if args.json {
         let json = serde_json::json!({
             "source": if args.listen.is_some() { "device" } else { "emulator" },
-            "backend": args.backend.name(),
+            "backend": backend.name(),
             "format": format.name(),
             "seconds": o.seconds,
             "sent": sent,
@@ -140,7 +142,7 @@ pub(super) fn single(
             "built-in emulator"
         }
     );
-    println!("{:<24} {} / {}", "backend / format", args.backend, format);
+    println!("{:<24} {} / {}", "backend / format", backend, format);
     println!(
         "{:<24} {:.2} s ({:.2} s from the first datagram to the last)",
         "duration", o.seconds, stream_seconds

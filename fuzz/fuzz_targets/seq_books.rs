@@ -113,6 +113,8 @@ fn scenario(data: &[u8]) -> Option<Scenario> {
     Some(Scenario {
         kind,
         enc,
+        // Every other one converted to Complex<f32>.
+        float: head[1] / 3 % 2 == 1 && enc != Enc::Fc32,
         clock: Clock {
             ticks_per_sample: tpi,
             tick_rate,

@@ -31,16 +31,17 @@ unsafe impl<T: Item> ItemBuffer<T> for OutBuf<T> {
 
 /// Receives a UDP stream like [`UdpSource`](crate::UdpSource), without copying payloads:
 /// the receive thread scatters each datagram's payload straight into the output buffer at
-/// its sample position (`recvmmsg` iovecs). Datagrams whose header or length differs from the
-/// stream's, that follow a gap or arrive out of order, and every datagram whose samples need
-/// byte swapping or conversion take the copying path with the same accounting; gaps
+/// its sample position (`recvmmsg` iovecs); samples that need byte swapping or conversion
+/// (sc16 into `Complex<f32>`) land at the end of their items' room and are decoded forward
+/// there. Datagrams whose header or length differs from the stream's, that follow a gap or
+/// arrive out of order take the copying path with the same accounting; gaps
 /// zero-fill, tag and count exactly as in `UdpSource`. The `stats` port's `copied_bytes`
 /// counts what was copied: 0 on the fast path. Built with
 /// [`UdpSourceBuilder::build_in_place`](crate::UdpSourceBuilder::build_in_place).
 ///
-/// Zero copy needs items whose memory is the wire's: `Complex<i16>` from `sc16_chdr` (CHDR,
-/// raw USRP streams), `u8`/any item from `plain`, `Complex<i8>` from `sc8_difi`,
-/// `Complex<f32>` from `fc32`.
+/// Zero copy with no conversion at all where the items' memory is the wire's: `Complex<i16>`
+/// from `sc16_chdr` (CHDR, raw USRP streams), `u8`/any item from `plain`, `Complex<i8>` from
+/// `sc8_difi`, `Complex<f32>` from `fc32`; every other conversion is done in place.
 ///
 /// # Stream Inputs
 ///

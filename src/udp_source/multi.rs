@@ -122,7 +122,8 @@ fn note_dropped(dropped: &mut Gap, restart: &mut bool, d: &DatagramIn<'_>) {
 /// blocked.
 ///
 /// **Zero copy** ([`zero_copy`](crate::UdpSourceBuilder::zero_copy); by default where the
-/// items are the wire's bytes, e.g. sc16 CHDR as `Complex<i16>`, the selectors are stream IDs
+/// items are the wire's bytes or decoded where they land, e.g. sc16 CHDR as `Complex<i16>` or
+/// `Complex<f32>`, the selectors are stream IDs
 /// and no backend is chosen): each output is filled in place by an in-place receiver of its
 /// own, as in [`MultiInPlaceUdpSource`](crate::MultiInPlaceUdpSource) — a socket per stream,
 /// the kernel steering each datagram to its stream's — lending windows of the output's

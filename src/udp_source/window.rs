@@ -360,14 +360,15 @@ fn returned(out: &mut VecDeque<(u64, u64)>, start: u64, len: usize) {
 pub(super) const ZERO_COPY_WINDOWS: usize = 8;
 
 /// Whether [`UdpSourceBuilder::build`] receives in place when `zero_copy` was not set: when
-/// the items are the wire's bytes (no conversion), no backend was chosen and the policy
-/// under overload is to pause (the in-place receiver's only one).
+/// the items are the wire's bytes or decoded where they land (sc16 into `Complex<f32>`:
+/// [`Decoder::decodes_in_place`]), no backend was chosen and the policy under overload is to
+/// pause (the in-place receiver's only one).
 pub(super) fn by_default<T: Item>(
     cfg: &EngineConfig,
     decoder: &Decoder<T>,
     backend_set: bool,
 ) -> bool {
-    decoder.is_copy()
+    (decoder.is_copy() || decoder.decodes_in_place())
         && !backend_set
         && cfg.backend == Backend::Mio
         && matches!(cfg.overload, Overload::Pause)
@@ -378,9 +379,12 @@ impl<T: Item> UdpSourceBuilder<T> {
     /// receive thread of [`build_in_place`](Self::build_in_place) puts each payload at its
     /// sample position in windows of the buffer's free space, and downstream blocks read it
     /// as usual. By default on where it can be: items that are the wire's bytes (sc16 CHDR
-    /// as `Complex<i16>`, sc8 DIFI as `Complex<i8>`, fc32 as `Complex<f32>`, plain bytes),
-    /// no [`backend`](Self::backend) chosen, and the pause policy under overload; off, the
-    /// engine's receive thread and a copy into the buffer (any conversion, any backend).
+    /// as `Complex<i16>`, sc8 DIFI as `Complex<i8>`, fc32 as `Complex<f32>`, plain bytes) or
+    /// that are decoded where the payload landed (sc16 or sc8 as `Complex<f32>`, UHD's item32
+    /// layouts: the payload lands at the end of its items' room and is converted forward,
+    /// [`Decoder::decodes_in_place`](crate::io::sample::Decoder::decodes_in_place)), no
+    /// [`backend`](Self::backend) chosen, and the pause policy under overload; off, the
+    /// engine's receive thread and a copy into the buffer (any backend).
     /// Receives with `recvmmsg` (or [`Backend::Xdp`]); what `build_in_place` says of
     /// gaps, GRO and copies holds here too (`copied_bytes`).
     ///
@@ -397,6 +401,12 @@ impl<T: Item> UdpSourceBuilder<T> {
     ///     .zero_copy(false)
     ///     .build()?;
     /// assert_eq!(src.backend(), Some((Backend::Mio, 1)));
+    /// // Converted to Complex<f32> where it lands: in place too.
+    /// let src = UdpSource::<num_complex::Complex32>::builder("127.0.0.1:0")
+    ///     .format(Format::Chdr)
+    ///     .tick_rate(200e6)
+    ///     .build()?;
+    /// assert_eq!(src.backend(), Some((Backend::Recvmmsg, 1)));
     /// # Ok::<(), fsdr_net::Error>(())
     /// ```
     pub fn zero_copy(mut self, on: bool) -> Self {

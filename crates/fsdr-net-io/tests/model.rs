@@ -96,8 +96,9 @@ fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
         any::<u64>(),
         0usize..8,
         prop::sample::select(vec![Enc::Sc16, Enc::Sc8, Enc::Fc32]),
+        any::<bool>(),
     )
-        .prop_flat_map(|(kind, window, spp, seed, clock_i, enc)| {
+        .prop_flat_map(|(kind, window, spp, seed, clock_i, enc, float)| {
             let enc = match (enc, kind.format()) {
                 (Enc::Fc32, fsdr_net_io::Format::Vrt) => Enc::Sc16,
                 (e, _) => e,
@@ -130,6 +131,8 @@ fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
                 Scenario {
                     kind,
                     enc,
+                    // Converted to Complex<f32> (the main job's items).
+                    float: float && enc != Enc::Fc32,
                     clock,
                     spp,
                     first_seq,
@@ -215,6 +218,7 @@ fn case(
     Scenario {
         kind,
         enc,
+        float: false,
         clock: Clock {
             ticks_per_sample: clock.0,
             tick_rate: clock.1,

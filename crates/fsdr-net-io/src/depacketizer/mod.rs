@@ -354,6 +354,9 @@ pub struct Depacketizer<T> {
     /// Settings waiting for the item they apply from.
     settings: Vec<timing::PendingSetting>,
     stats: DepacketizerStats,
+    /// The in-place receiver decodes payloads where they landed before it places them
+    /// ([`Decoder::decode_in_place`]): placing then needs no plain copy.
+    decoded_in_place: bool,
 }
 
 impl<T: Item> Depacketizer<T> {
@@ -377,7 +380,17 @@ impl<T: Item> Depacketizer<T> {
             timing,
             settings: Vec::new(),
             stats: DepacketizerStats::default(),
+            decoded_in_place: false,
         }
+    }
+
+    /// Says that payloads placed from now on were decoded where they lie
+    /// ([`Decoder::decode_in_place`]), so that a decoder that is not a plain copy may place
+    /// them; false when it cannot decode in place. For the in-place receiver, which decodes
+    /// each one before it places it.
+    pub(crate) fn place_decoded(&mut self) -> bool {
+        self.decoded_in_place = self.decoder.decodes_in_place();
+        self.decoded_in_place
     }
 
     /// As [`Depacketizer::new`], but a rate that [`DepacketizerConfig::check`] refuses is

@@ -8,12 +8,13 @@ use crate::sample::Item;
 impl<T: Item> Depacketizer<T> {
     /// Whether a datagram with a payload of `payload_bytes`, already at the output's
     /// position, can be taken where `room` items are left: decoding is a plain copy
-    /// ([`Decoder::is_copy`](crate::sample::Decoder::is_copy)), no zeros, staged data or
+    /// ([`Decoder::is_copy`](crate::sample::Decoder::is_copy)) — or the in-place receiver
+    /// decoded it where it lies — no zeros, staged data or
     /// partial item wait, the payload is whole items and they fit. What
     /// [`Writer::can_place`](super::Writer::can_place) says of a writer with that room.
     pub fn can_place(&self, payload_bytes: usize, room: usize) -> bool {
         let dec = &self.decoder;
-        dec.is_copy()
+        (dec.is_copy() || self.decoded_in_place)
             && !self.pending()
             && self.carry.is_empty()
             && payload_bytes.is_multiple_of(dec.unit_bytes())

@@ -108,7 +108,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     pub(super) fn ahead_target(&self, w: &Widened, info: &PacketInfo) -> Option<(u64, u64)> {
         let p = self.pattern?;
         if info.payload_len as usize != p.payload
-            || !self.dp.decoder().is_copy()
+            || !self.places_ahead()
             || self.dp.pending()
             || !self.released.is_empty()
             || self.cur.is_none()
@@ -147,6 +147,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         w: Widened,
         packet: SeqPacket,
         info: &PacketInfo,
+        l: super::layout::Layout,
         arrival_ns: u64,
     ) -> Placement {
         let Some((at, last)) = self.frontier else {
@@ -163,7 +164,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 .as_ref()
                 .and_then(|o| o.lead(&w))
                 .is_some_and(|l| l.furthest.is_none_or(|(ext, _)| ext == last));
-        if !consecutive {
+        // Samples that need conversion are decoded where they landed first (`convert.rs`).
+        if !consecutive || !self.places_ahead() || !self.decode_landed(l, info.payload_len as usize)
+        {
             return Placement::Refused {
                 seq: Some((w, packet)),
             };
@@ -218,7 +221,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// before it), in the buffer the frontier is in or, when it does not fit there, in a
     /// fresh one where the stream goes on from `base`. False when neither can take it.
     pub(super) fn put_ahead(&mut self, at: u64, base: u64, payload: &[u8]) -> bool {
-        let items = (payload.len() / std::mem::size_of::<T>()) as u64;
+        let dec = *self.dp.decoder();
+        let items = dec.items_in(payload.len()) as u64;
         let fits = |c: &mut Current<B>| {
             let len = c.buffer.items().len() as u64;
             c.end.is_none() && at >= c.start + c.pos as u64 && at + items <= c.start + len
@@ -232,7 +236,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let c = self.landing_buffer().expect("a buffer");
         let from = (at - c.start) as usize;
         let to = &mut c.buffer.items()[from..from + items as usize];
-        bytemuck::cast_slice_mut::<T, u8>(to).copy_from_slice(payload);
+        dec.decode(payload, to);
         self.dp.count_copied(payload.len() as u64);
         true
     }
@@ -417,10 +421,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// released in `rest` — into a copied one, and gives back the buffers taken for them.
     pub(super) fn evacuate(&mut self, rest: &mut [Released<Entry>]) {
         let (cur, ahead) = (&mut self.cur, &mut self.ahead);
+        let (dec, reencode) = (*self.dp.decoder(), self.reencode.as_ref());
         let mut moved = 0u64;
         let mut convert = |e: &mut Entry| {
             if let Entry::Ahead(a) = e {
-                let o = read_out::<T, B>(cur, ahead, a);
+                let o = read_out::<T, B>(cur, ahead, a, &dec, reencode);
                 moved += 1;
                 *e = Entry::Owned(o);
             }
@@ -476,8 +481,11 @@ fn read_out<T: Item, B: ItemBuffer<T>>(
     cur: &mut Option<Current<B>>,
     ahead: &mut VecDeque<Current<B>>,
     a: &Ahead,
+    dec: &crate::sample::Decoder<T>,
+    reencode: Option<&crate::sample::Encoder<T>>,
 ) -> Owned {
-    let items = a.info.payload_len as usize / std::mem::size_of::<T>();
+    let payload = a.info.payload_len as usize;
+    let items = dec.items_in(payload);
     let c = cur
         .iter_mut()
         .chain(ahead.iter_mut())
@@ -488,7 +496,9 @@ fn read_out<T: Item, B: ItemBuffer<T>>(
         })
         .expect("a datagram placed ahead lies in a buffer taken for it");
     let from = (a.at - c.start) as usize;
-    let bytes = bytemuck::cast_slice::<T, u8>(&c.buffer.items()[from..from + items]).to_vec();
+    // Decoded where it lies: encoded back into the wire's bytes (`convert.rs`).
+    let bytes =
+        super::convert::wire_bytes(&c.buffer.items()[from..from + items], reencode, payload);
     Owned {
         bytes,
         info: PacketInfo {

@@ -134,7 +134,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             head: info.payload_offset as usize,
             payload: info.payload_len as usize,
         };
-        if p.payload == 0 || !p.payload.is_multiple_of(size) || !p.payload.is_multiple_of(unit) {
+        // Whole units, and where payloads land as they are, whole items.
+        let items = self.dp.decoder().is_copy() && !p.payload.is_multiple_of(size);
+        if p.payload == 0 || items || !p.payload.is_multiple_of(unit) {
             return;
         }
         if self.pattern.is_none() || self.pattern == Some(p) {
@@ -156,8 +158,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// Takes `p` as the stream's layout and says how many items its datagrams carry.
     fn set_pattern(&mut self, p: Pattern) {
         self.pattern = Some(p);
-        if self.dp.decoder().is_copy() {
-            let items = p.payload / std::mem::size_of::<T>();
+        if self.places() {
+            let items = self.dp.decoder().items_in(p.payload);
             self.shared
                 .datagram_items
                 .store(items, std::sync::atomic::Ordering::Relaxed);

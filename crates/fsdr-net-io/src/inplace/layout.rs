@@ -12,6 +12,9 @@ pub(super) struct Layout {
     /// with datagrams placed ahead of a gap the last one taken), and its length.
     pub(super) at: usize,
     pub(super) body: usize,
+    /// Byte offset of the room its items take: the body area lies at its end (the same
+    /// offset, where no conversion makes items longer than their wire bytes).
+    pub(super) items_at: usize,
 }
 
 /// Where one iovec of an entry points.

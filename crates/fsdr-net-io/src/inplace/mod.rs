@@ -10,9 +10,11 @@
 //! hands full buffers back ([`InPlaceReceiver::take`]) with their tags and gaps. A datagram
 //! that does not fit that pattern takes the copying path of the
 //! [`Depacketizer`](crate::depacketizer::Depacketizer) with the same accounting: one whose
-//! header or payload length differs from the stream's, one out of order, and every datagram
-//! whose samples need byte swapping or conversion
-//! ([`Decoder::is_copy`](crate::sample::Decoder::is_copy)). The datagram that shows a gap
+//! header or payload length differs from the stream's, one out of order. Samples that need
+//! byte swapping or conversion (sc16 into `Complex<f32>`) land at the end of the room their
+//! items take and are decoded forward there
+//! ([`Decoder::decode_in_place`](crate::sample::Decoder::decode_in_place), `convert.rs`): no
+//! copy either. The datagram that shows a gap
 //! is copied to its sample position behind room for the missing items, and the receives
 //! after it land behind it in place until the gap is decided (`ahead.rs`). A `recvmmsg` call
 //! lands its datagrams before any header is read, so for a while after a gap the receiver
@@ -95,6 +97,7 @@ use crate::{Error, sys};
 
 mod ahead;
 mod buffer;
+mod convert;
 mod copying;
 mod group;
 mod group_thread;
@@ -397,8 +400,8 @@ impl<T: Item, B: ItemBuffer<T>> InPlaceReceiver<T, B> {
     }
 
     /// Items a datagram of the stream carries, once the receive thread has learnt the
-    /// stream's layout from its first datagrams; `None` before, or when its samples are
-    /// converted. Buffers whose size is a multiple of it end where a datagram ends.
+    /// stream's layout from its first datagrams; `None` before, or when its payloads cannot
+    /// be placed. Buffers whose size is a multiple of it end where a datagram ends.
     pub fn datagram_items(&self) -> Option<usize> {
         match self.shared.datagram_items.load(Ordering::Relaxed) {
             0 => None,

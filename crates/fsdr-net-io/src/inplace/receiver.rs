@@ -106,6 +106,9 @@ pub(super) struct Receive<T, B> {
     pub(super) empty: Recycled<B>,
     pub(super) full: rtrb::Producer<Filled<B>>,
     pub(super) dp: Depacketizer<T>,
+    /// Where samples are converted: the items of one copied back out of its place become
+    /// wire bytes again (`convert.rs`).
+    pub(super) reencode: Option<crate::sample::Encoder<T>>,
     pub(super) order: Option<StreamOrder<Entry>>,
     /// The stream this receiver follows (stream ID of the first data packet).
     pub(super) stream: Option<Option<u32>>,
@@ -222,7 +225,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 Recycled::new(empty)
             },
             full,
-            dp: Depacketizer::new(decoder, dp_cfg),
+            reencode: Self::reencoder(&decoder),
+            dp: {
+                // Samples that need conversion are decoded where they landed (`try_place`).
+                let mut dp = Depacketizer::new(decoder, dp_cfg);
+                dp.place_decoded();
+                dp
+            },
             order: cfg
                 .tracking()
                 .map(|t| StreamOrder::new(t, cfg.reorder_window)),

@@ -28,10 +28,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// batch of one-position entries again.
     pub(super) fn receive(&mut self, wait: Wait) -> std::io::Result<bool> {
         let fast = self.pattern.filter(|p| {
-            p.head <= HEAD_CAP
-                && self.dp.decoder().is_copy()
-                && !self.dp.pending()
-                && self.released.is_empty()
+            p.head <= HEAD_CAP && self.places() && !self.dp.pending() && self.released.is_empty()
         });
         let size = std::mem::size_of::<T>();
         // With datagrams placed ahead of a gap the next ones land behind the furthest (in a
@@ -40,7 +37,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             let room = self.landing_buffer().map_or(0, |c| {
                 (c.start + c.buffer.items().len() as u64).saturating_sub(f)
             });
-            if room < (p.payload / size) as u64 {
+            if room < self.dp.decoder().items_in(p.payload) as u64 {
                 self.open_ahead(f);
             }
         }
@@ -59,9 +56,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         };
         self.layout_start = start;
         // Datagram positions per entry, and entries.
+        // A position's items take `region` bytes; its body area lies at their end, `skew`
+        // bytes in (samples that need conversion are decoded forward from there).
+        let region = fast.map_or(0, |p| self.region(p));
+        let skew = fast.map_or(0, |p| region - p.payload.min(region));
         let (per_entry, n) = match fast {
             Some(p) => {
-                let fit = ((len - pos) / p.payload).max(1);
+                let fit = ((len - pos) / region.max(1)).max(1);
                 match self.positions(p) {
                     1 => (1, self.batch.min(fit)),
                     k => (k.min(fit), 1),
@@ -69,7 +70,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
             // Until the stream's layout is known, one datagram at a time, so that only the
             // first one is copied.
-            None if self.pattern.is_none() && self.dp.decoder().is_copy() => (0, 1),
+            None if self.pattern.is_none() && self.places() => (0, 1),
             None => (0, self.batch),
         };
         self.slots.clear();
@@ -81,9 +82,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             if let Some(p) = fast {
                 for _ in 0..per_entry {
                     let slot = self.slots.len();
-                    let at = (pos + slot * p.payload).min(len);
+                    let items_at = (pos + slot * region).min(len);
+                    let at = (items_at + skew).min(len);
                     let body = p.payload.min(len - at);
-                    self.slots.push(Layout { at, body });
+                    self.slots.push(Layout { at, body, items_at });
                     self.parts.push(Part {
                         area: Area::Head(slot),
                         len: p.head,
@@ -277,8 +279,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         // ahead of a gap, if any).
         let size = std::mem::size_of::<T>();
         if self.cur.is_none()
-            || !l.at.is_multiple_of(size)
-            || self.layout_start + (l.at / size) as u64 != self.landing()
+            || !l.items_at.is_multiple_of(size)
+            || self.layout_start + (l.items_at / size) as u64 != self.landing()
         {
             return refused;
         }
@@ -327,7 +329,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 // Behind datagrams placed ahead of a gap, or released ones not written yet,
                 // the writer's position is not where it landed.
                 if !o.is_next(&w) || self.frontier.is_some() || !self.released.is_empty() {
-                    return self.hold_in_place(w, packet, &info, arrival_ns);
+                    return self.hold_in_place(w, packet, &info, l, arrival_ns);
                 }
                 Some(w)
             }
@@ -336,11 +338,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let c = self.cur.as_mut().expect("a current buffer");
         let pos = c.pos;
         let room = c.buffer.items().len() - pos;
-        if !self.dp.can_place(payload, room) {
+        // Samples that need conversion are decoded where they landed first (`convert.rs`).
+        if !self.dp.can_place(payload, room) || !self.decode_landed(l, payload) {
             return Placement::Refused {
                 seq: widened.map(|w| (w, packet)),
             };
         }
+        let c = self.cur.as_mut().expect("a current buffer");
         let mut event = SeqEvent::InOrder;
         if let (Some(o), Some(w)) = (self.order.as_mut(), widened) {
             // is_next held: it goes out at once, in order, with no gap and nothing else.

@@ -83,6 +83,101 @@ impl<T: Item> Decoder<T> {
     pub fn decode(&self, wire: &[u8], out: &mut [T]) -> usize {
         (self.f)(wire, out)
     }
+
+    /// Whether [`decode_in_place`](Self::decode_in_place) can decode inside the output
+    /// itself: not a plain copy, and an item takes at least the bytes its wire form takes
+    /// (`sc16` or `sc8` into `Complex<f32>`, `sc8` into `Complex<i16>`, UHD's item32
+    /// layouts into items of their own size). A receiver may then put payloads into an
+    /// output buffer behind the room of their items and decode them forward there.
+    ///
+    /// ```
+    /// use fsdr_net_io::sample::{Decoder, WireFormat};
+    /// use num_complex::{Complex, Complex32};
+    ///
+    /// assert!(Decoder::<Complex32>::new(WireFormat::Sc16Chdr).unwrap().decodes_in_place());
+    /// assert!(Decoder::<Complex<i16>>::new(WireFormat::Sc16Item32Be).unwrap().decodes_in_place());
+    /// // A plain copy: nothing to decode.
+    /// assert!(!Decoder::<Complex<i16>>::new(WireFormat::Sc16Chdr).unwrap().decodes_in_place());
+    /// ```
+    pub fn decodes_in_place(&self) -> bool {
+        !self.is_copy()
+            && self.wire != WireFormat::Plain
+            && std::mem::size_of::<T>() * self.items_per_unit >= self.unit
+    }
+
+    /// Decodes `wire_len` wire bytes that lie in `items`' own memory, from byte `at`, into
+    /// `items` from its first: each chunk is read before the items decoded from it are
+    /// written, so the wire bytes must lie far enough back that no item is written over
+    /// bytes still to be read (`at` at least the bytes the items grow by: put at the end of
+    /// their items' room, they always are). Returns the items decoded, or `None` — having
+    /// changed nothing — when the decoder does not [decode in
+    /// place](Self::decodes_in_place), `wire_len` is not whole units, or the bytes do not
+    /// lie so.
+    ///
+    /// ```
+    /// use fsdr_net_io::sample::{Decoder, WireFormat};
+    /// use num_complex::Complex32;
+    ///
+    /// let dec = Decoder::<Complex32>::new(WireFormat::Sc16Chdr).unwrap();
+    /// // Two sc16 samples (4 bytes each) at the end of the room of two Complex<f32> (16 bytes).
+    /// let mut items = [Complex32::default(); 2];
+    /// let wire: [i16; 4] = [16384, -16384, 0, 32767];
+    /// bytemuck::cast_slice_mut::<Complex32, u8>(&mut items)[8..]
+    ///     .copy_from_slice(bytemuck::cast_slice(&wire));
+    /// assert_eq!(dec.decode_in_place(&mut items, 8, 8), Some(2));
+    /// assert!((items[0].re - 0.5).abs() < 1e-4 && (items[0].im + 0.5).abs() < 1e-4);
+    /// assert_eq!(items[1].re, 0.0);
+    /// // Too far forward: the first item would be written over the second sample unread.
+    /// assert_eq!(dec.decode_in_place(&mut items, 4, 8), None);
+    /// ```
+    pub fn decode_in_place(&self, items: &mut [T], at: usize, wire_len: usize) -> Option<usize> {
+        /// Wire bytes read into the stack at a time where no run of units is clear of the
+        /// bytes still to be read (8-byte aligned, so that sc16 is read as `i16`s on the
+        /// vector path).
+        const CHUNK: usize = 2048;
+        /// Units decoded straight from the bytes behind them, at least.
+        const DIRECT: usize = 16;
+        let (unit, per) = (self.unit, self.items_per_unit);
+        let item = std::mem::size_of::<T>() * per;
+        let grows = item - unit.min(item);
+        let units = wire_len / unit;
+        if !self.decodes_in_place()
+            || !wire_len.is_multiple_of(unit)
+            || units * per > items.len()
+            || at + wire_len > std::mem::size_of_val(items)
+            || units * grows > at
+        {
+            return None;
+        }
+        let mut tmp = [0u64; CHUNK / 8];
+        let tmp: &mut [u8] = bytemuck::cast_slice_mut(&mut tmp);
+        let step = (CHUNK / unit).max(1) * unit;
+        let mut done = 0;
+        while done < units {
+            let from = at + done * unit;
+            // The units whose items end before the first byte still to be read are
+            // decoded from there directly (half of what is left, when items grow): the
+            // output below `from`, the input above. `units * grows <= at` keeps it ≥ 0.
+            let clear = ((from - done * item) / item).min(units - done);
+            if clear >= DIRECT {
+                let bytes = bytemuck::cast_slice_mut::<T, u8>(items);
+                let (below, above) = bytes.split_at_mut(from);
+                let out = &mut below[done * item..(done + clear) * item];
+                if let Ok(out) = bytemuck::try_cast_slice_mut::<u8, T>(out) {
+                    (self.f)(&above[..clear * unit], out);
+                    done += clear;
+                    continue;
+                }
+            }
+            // Otherwise through the stack: what this chunk's items are written over was
+            // read already (into `tmp`, or by the chunks before).
+            let k = ((units - done) * unit).min(step);
+            tmp[..k].copy_from_slice(&bytemuck::cast_slice::<T, u8>(items)[from..from + k]);
+            (self.f)(&tmp[..k], &mut items[done * per..]);
+            done += k / unit;
+        }
+        Some(units * per)
+    }
 }
 
 fn copy_plain<T: Item>(wire: &[u8], out: &mut [T]) -> usize {

@@ -238,3 +238,71 @@ fn fc32_encodes_and_decodes_every_bit() {
     );
     assert!(Encoder::<Complex<i16>>::new(WireFormat::Fc32).is_err());
 }
+
+/// Decoding in place gives bit for bit what decoding from a separate buffer gives, for every
+/// encoding that decodes in place, every length from none to several stack chunks, the wire
+/// bytes anywhere far enough back, and the bytes behind the items left alone; too far
+/// forward, or not whole units, it refuses and changes nothing.
+#[test]
+fn decoding_in_place_agrees_with_decoding_from_a_copy() {
+    fn check<T: Item + PartialEq + std::fmt::Debug>(wire: WireFormat) {
+        let dec = Decoder::<T>::new(wire).unwrap();
+        if !dec.decodes_in_place() {
+            return;
+        }
+        let (unit, size) = (dec.unit_bytes(), std::mem::size_of::<T>());
+        let grows = (size * dec.items_per_unit()).saturating_sub(unit);
+        let noise = crate::testing::Noise::new().bytes(unit * 1100);
+        for units in [0usize, 1, 2, 15, 16, 17, 100, 499, 1000, 1100] {
+            let len = units * unit;
+            let wire_bytes = &noise[..len];
+            let mut want = vec![T::default(); dec.items_in(len)];
+            dec.decode(wire_bytes, &mut want);
+            // The least room the bytes may start at, the end of the items' room, and further.
+            let least = units * grows;
+            let room = want.len() * size;
+            for at in [
+                least,
+                room.saturating_sub(len).max(least),
+                least + 3 * unit + 8,
+            ] {
+                let n = (at + len).div_ceil(size) + 3;
+                let mut items = vec![T::default(); n];
+                let bytes = bytemuck::cast_slice_mut::<T, u8>(&mut items);
+                bytes.fill(0xA5);
+                bytes[at..at + len].copy_from_slice(wire_bytes);
+                let tail = bytes[(at + len).max(room)..].to_vec();
+                assert_eq!(
+                    dec.decode_in_place(&mut items, at, len),
+                    Some(want.len()),
+                    "{wire} into {}, {units} units at {at}",
+                    T::NAME
+                );
+                assert_eq!(&items[..want.len()], &want[..], "{wire}, {units} at {at}");
+                let bytes = bytemuck::cast_slice::<T, u8>(&items);
+                assert_eq!(&bytes[(at + len).max(room)..], &tail[..], "{wire}: beyond");
+            }
+            if least > 0 {
+                let mut items = vec![T::default(); (least + len).div_ceil(size) + 1];
+                let before = items.clone();
+                assert_eq!(dec.decode_in_place(&mut items, least - 1, len), None);
+                assert_eq!(items, before);
+            }
+            if unit > 1 && units > 0 {
+                let mut items = vec![T::default(); (least + len).div_ceil(size) + 1];
+                assert_eq!(dec.decode_in_place(&mut items, least, len - 1), None);
+            }
+        }
+    }
+    for &w in WireFormat::ALL {
+        if w.converts_to(ItemKind::ComplexF32) {
+            check::<Complex32>(w);
+        }
+        if w.converts_to(ItemKind::ComplexI16) {
+            check::<Complex<i16>>(w);
+        }
+        if w.converts_to(ItemKind::ComplexI8) {
+            check::<Complex<i8>>(w);
+        }
+    }
+}

@@ -13,25 +13,26 @@ use fsdr_net_io::{Backend, Engine, EngineConfig, Stats};
 use num_complex::Complex;
 
 use super::reference::{Counts, Expected, Tag};
-use super::scenario::{Enc, Kind, Scenario, Sent, fc32, sc8, sc16};
+use super::scenario::{Enc, Kind, Scenario, Sent, as_f32, sc8, sc16};
 
-/// An item type of an encoding, and the item a sender's sample becomes.
+/// An item type of an encoding, and the item a sender's sample `n` in encoding `enc`
+/// becomes.
 pub trait Sample: Item + PartialEq + Copy {
-    fn of(n: u64) -> Self;
+    fn of(n: u64, enc: Enc) -> Self;
 }
 impl Sample for Complex<i16> {
-    fn of(n: u64) -> Self {
+    fn of(n: u64, _: Enc) -> Self {
         sc16(n)
     }
 }
 impl Sample for Complex<i8> {
-    fn of(n: u64) -> Self {
+    fn of(n: u64, _: Enc) -> Self {
         sc8(n)
     }
 }
 impl Sample for Complex<f32> {
-    fn of(n: u64) -> Self {
-        fc32(n)
+    fn of(n: u64, enc: Enc) -> Self {
+        as_f32(enc, n)
     }
 }
 
@@ -374,7 +375,7 @@ pub fn drive<T: Sample, B: ItemBuffer<T>>(
 
 /// Compares an outcome with the model, item by item; the message says where they part.
 pub fn check<T: Sample>(sc: &Scenario, want: &Expected, got: &Outcome<T>) -> Result<(), String> {
-    let item = |e: &Option<u64>| e.map_or(T::default(), T::of);
+    let item = |e: &Option<u64>| e.map_or(T::default(), |n| T::of(n, sc.enc));
     let n = want.items.len().max(got.items.len());
     if let Some(k) = (0..n).find(|&k| want.items.get(k).map(item) != got.items.get(k).copied()) {
         return Err(format!(
@@ -449,6 +450,7 @@ pub fn run_and_check(sc: &Scenario, through: Through) -> Result<(), String> {
         check(sc, want, &got)
     }
     match sc.enc {
+        _ if sc.float => go::<Complex<f32>>(sc, &stream, &arrivals, &want, through),
         Enc::Sc16 => go::<Complex<i16>>(sc, &stream, &arrivals, &want, through),
         Enc::Sc8 => go::<Complex<i8>>(sc, &stream, &arrivals, &want, through),
         Enc::Fc32 => go::<Complex<f32>>(sc, &stream, &arrivals, &want, through),

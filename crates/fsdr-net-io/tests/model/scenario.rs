@@ -133,6 +133,9 @@ pub struct Clock {
 pub struct Scenario {
     pub kind: Kind,
     pub enc: Enc,
+    /// The receiver's items are `Complex<f32>` whatever the encoding: sc16 and sc8 are
+    /// converted (in place, by the in-place receiver).
+    pub float: bool,
     pub clock: Clock,
     /// Samples per full packet.
     pub spp: usize,
@@ -340,6 +343,24 @@ pub fn sc8(n: u64) -> num_complex::Complex<i8> {
 
 pub fn fc32(n: u64) -> num_complex::Complex<f32> {
     num_complex::Complex::new((n + 1) as f32, -((n % 4096) as f32))
+}
+
+/// Sample `n` of an encoding as `Complex<f32>`: UHD's scales, full scale 32767 for sc16 and
+/// 127 (of sc8 shifted into sc16's range) for sc8.
+pub fn as_f32(enc: Enc, n: u64) -> num_complex::Complex<f32> {
+    let sc16_scale = (1.0f64 / 32767.0) as f32;
+    let sc8_scale = (256.0f64 / 32767.0) as f32;
+    match enc {
+        Enc::Sc16 => {
+            let s = sc16(n);
+            num_complex::Complex::new(f32::from(s.re) * sc16_scale, f32::from(s.im) * sc16_scale)
+        }
+        Enc::Sc8 => {
+            let s = sc8(n);
+            num_complex::Complex::new(f32::from(s.re) * sc8_scale, f32::from(s.im) * sc8_scale)
+        }
+        Enc::Fc32 => fc32(n),
+    }
 }
 
 impl Scenario {
