@@ -28,8 +28,11 @@ const SPP: u64 = 100;
 /// run of 4 to 12: the datagrams after a gap, held for the reorder window (64), are placed
 /// ahead in buffers of their own, and once three were taken that way and the rest were with
 /// the consumer, each later one was copied (up to half the lossy stream; every byte counted
-/// in `copied_bytes`, every item exact). A consumer that holds every buffer is
-/// `inplace_pause.rs`'s case.
+/// in `copied_bytes`, every item exact). Since such copies are put at their places once a
+/// buffer is free again (`inplace_pause.rs`:
+/// `after_a_pause_with_gaps_open_the_stream_lands_in_place_again`), a pause costs only what
+/// came meanwhile; CI's loaded run still exceeded this test's bound once that way (copied 563
+/// of 589 datagrams, `paused` 4) before it.
 const BUFFERS: usize = 32;
 const BUFFER_ITEMS: usize = 2000;
 

@@ -17,7 +17,10 @@
 //! frontier while it waits). Whenever a gap comes out other than
 //! expected (timestamps size it otherwise, a late datagram of another length), every
 //! datagram placed ahead is copied back out first ([`Receive::evacuate`]) and written as a
-//! copied one: correct always, and rare.
+//! copied one: correct always, and rare. Datagrams that came while no buffer was free for
+//! them (the consumer kept every one) are held as copies; once one is free they are put at
+//! their places (`place_held_copies`), so that a consumer falling behind while gaps are
+//! open costs the datagrams that came meanwhile, not the rest of the stream.
 
 use std::collections::VecDeque;
 
@@ -239,6 +242,76 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         dec.decode(payload, to);
         self.dp.count_copied(payload.len() as u64);
         true
+    }
+
+    /// Puts the copies held ahead of a gap at the end of the chain placed ahead at their
+    /// places, so that the next datagrams land in place behind them again. Copies are held
+    /// there when no buffer was free for them (the consumer kept every one); with gaps
+    /// coming within a reorder window of each other the hold never empties, and without this
+    /// every later datagram would be copied for the rest of the stream. Stops at the first
+    /// one that cannot be placed (another length, no buffer yet: tried again next call).
+    pub(super) fn place_held_copies(&mut self) {
+        let Some(p) = self.pattern else { return };
+        let stranded = self.order.as_ref().is_some_and(|o| {
+            matches!(o.furthest_item(), Some(Entry::Owned(c))
+                if c.info.payload_len as usize == p.payload)
+        });
+        if !stranded
+            || !self.places_ahead()
+            || self.dp.pending()
+            || !self.released.is_empty()
+            || self.cur.is_none()
+            || self.covered.is_some()
+        {
+            return;
+        }
+        // Where the chain ends: behind the furthest datagram placed ahead, or at the write
+        // position with the expected datagram (0 frames ahead) missing.
+        let (mut base, mut next) = match self.frontier {
+            Some((f, last)) => {
+                let o = self.order.as_mut().expect("sequence tracking");
+                match o.held_at_mut().find(|h| h.1 == last) {
+                    Some((frames, ..)) => (f, frames + 1),
+                    None => return,
+                }
+            }
+            None if self.ahead_at.is_empty() => (self.write_pos(), 0),
+            None => return,
+        };
+        let items = self.dp.decoder().items_in(p.payload) as u64;
+        loop {
+            let o = self.order.as_mut().expect("sequence tracking");
+            let Some((frames, ext, entry)) = o.held_at_mut().find(|h| h.0 >= next) else {
+                return;
+            };
+            if !matches!(entry, Entry::Owned(c) if c.info.payload_len as usize == p.payload) {
+                return;
+            }
+            let Entry::Owned(copy) = std::mem::replace(entry, Entry::Placed) else {
+                unreachable!("an owned copy")
+            };
+            let hole = Gap {
+                frames: frames - next,
+                bytes: Some((frames - next) * p.payload as u64),
+                ambiguous: false,
+            };
+            let at = base + self.dp.zeros_before(&hole, p.payload);
+            let placed = self.put_ahead(at, base, &copy.bytes[copy.info.payload()]);
+            let o = self.order.as_mut().expect("sequence tracking");
+            let (_, _, slot) = o.held_at_mut().find(|h| h.0 == frames).expect("held");
+            if !placed {
+                *slot = Entry::Owned(copy);
+                return;
+            }
+            *slot = Entry::Ahead(Ahead {
+                at,
+                info: copy.info,
+                arrival_ns: copy.arrival_ns,
+            });
+            self.placed_ahead(at, items, ext, copy.arrival_ns);
+            self.spare.push(copy.bytes);
+            (base, next) = (at + items, frames + 1);
+        }
     }
 
     /// Takes a fresh buffer for the stream from stream position `at` on, the frontier in the

@@ -27,6 +27,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// `SINGLES` calls in a row that brought the stream's datagrams only one by one, it is a
     /// batch of one-position entries again.
     pub(super) fn receive(&mut self, wait: Wait) -> std::io::Result<bool> {
+        self.place_held_copies();
         let fast = self.pattern.filter(|p| {
             p.head <= HEAD_CAP && self.places() && !self.dp.pending() && self.released.is_empty()
         });

@@ -112,6 +112,18 @@ impl<T> Reorder<T> {
         self.held.iter_mut().flatten().map(|(_, item)| item)
     }
 
+    /// The datagrams held, in order, each with how many frames ahead of the expected one it
+    /// is and its sequence number, to change in place.
+    pub fn held_at_mut(&mut self) -> impl Iterator<Item = (u64, u64, &mut T)> {
+        let held = self.held.iter_mut().enumerate();
+        held.filter_map(|(i, h)| h.as_mut().map(|(seq, item)| (i as u64 + 1, *seq, item)))
+    }
+
+    /// The furthest datagram held.
+    pub fn furthest_item(&self) -> Option<&T> {
+        self.held.back()?.as_ref().map(|(_, item)| item)
+    }
+
     /// Number of datagrams that arrived after a later datagram of their stream (overtaken)
     /// and were put back in order.
     pub fn restored(&self) -> u64 {

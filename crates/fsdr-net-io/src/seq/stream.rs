@@ -258,6 +258,18 @@ impl<T> StreamOrder<T> {
         self.reorder.held_mut().map(|h| &mut h.item)
     }
 
+    /// The datagrams held for a missing one, in order, each with its frames ahead of the
+    /// expected one and its widened number.
+    pub fn held_at_mut(&mut self) -> impl Iterator<Item = (u64, u64, &mut T)> {
+        let held = self.reorder.held_at_mut();
+        held.map(|(frames, ext, h)| (frames, ext, &mut h.item))
+    }
+
+    /// The furthest datagram held.
+    pub fn furthest_item(&self) -> Option<&T> {
+        self.reorder.furthest_item().map(|h| &h.item)
+    }
+
     fn units(&self, payload: usize) -> i128 {
         let unit = self
             .extender

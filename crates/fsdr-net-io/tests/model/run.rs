@@ -284,7 +284,7 @@ pub fn run_inplace<T: Sample>(sc: &Scenario, stream: &[Sent], arrivals: &[usize]
         rx.give(vec![T::default(); buffer_items]).unwrap();
     }
     let mut out = Outcome::<T>::default();
-    let s = drive(rx, stream, arrivals, |f, rx| {
+    let s = drive(rx, stream, arrivals, stall(sc), |f, rx| {
         add_tags(&mut out.tags, out.items.len(), &f.tags);
         out.items.extend_from_slice(&f.buffer[..f.items]);
         if let Some(rx) = rx {
@@ -320,26 +320,47 @@ pub fn inplace_config<T: Sample>(sc: &Scenario) -> (InPlaceConfig<T>, usize) {
     (cfg, buffer_items)
 }
 
+/// For a third of the scenarios, the number of buffers after which the consumer keeps
+/// what it takes for a while (`drive`): the receiver runs out of buffers mid-stream.
+pub fn stall(sc: &Scenario) -> Option<usize> {
+    sc.first_seq
+        .is_multiple_of(3)
+        .then_some((sc.first_seq % 4) as usize)
+}
+
 /// Sends the datagrams to `rx` and hands each buffer it fills to `keep` (with the
 /// receiver, to lend more) until every datagram was decided on and no buffer came for a
 /// while; then shuts it down, hands over what it still had (without a receiver) and
-/// returns its counters, checked for losses on the way.
+/// returns its counters, checked for losses on the way. With `stall`, after that many
+/// buffers the consumer keeps the buffers it takes for 30 ms before it hands them to `keep`
+/// (in order), as a flowgraph that falls behind does.
 pub fn drive<T: Sample, B: ItemBuffer<T>>(
     mut rx: InPlaceReceiver<T, B>,
     stream: &[Sent],
     arrivals: &[usize],
+    stall: Option<usize>,
     mut keep: impl FnMut(Filled<B>, Option<&mut InPlaceReceiver<T, B>>),
 ) -> Stats {
     let sent = arrivals.len() as u64;
     let sender = send(stream, arrivals, rx.local_addr());
     let start = Instant::now();
     let mut quiet = None;
+    let (mut taken, mut until, mut kept) = (0, None, Vec::new());
     loop {
         rx.receive(Duration::from_millis(20));
         let mut any = false;
         while let Some(f) = rx.take() {
             any = true;
-            keep(f, Some(&mut rx));
+            if stall == Some(taken) && until.is_none() {
+                until = Some(Instant::now() + Duration::from_millis(30));
+            }
+            taken += 1;
+            kept.push(f);
+        }
+        if until.is_none_or(|u| Instant::now() >= u) {
+            for f in kept.drain(..) {
+                keep(f, Some(&mut rx));
+            }
         }
         // Every datagram decided on (delivered or not), then no buffer for a while: the
         // zeros of a long gap may still be coming, one buffer at a time, after the last
@@ -362,7 +383,7 @@ pub fn drive<T: Sample, B: ItemBuffer<T>>(
     }
     sender.join().unwrap();
     let (s, _, rest) = rx.shutdown();
-    for f in rest {
+    for f in kept.into_iter().chain(rest) {
         keep(f, None);
     }
     assert_eq!(

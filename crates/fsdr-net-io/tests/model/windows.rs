@@ -90,7 +90,7 @@ pub fn run<T: Sample>(
     lend(&mut rx, &mut next);
     // What came back: items and tags by the window's stream position.
     let mut back: BTreeMap<usize, Back<T>> = BTreeMap::new();
-    let s = drive(rx, stream, arrivals, |f, rx| {
+    let s = drive(rx, stream, arrivals, super::run::stall(sc), |f, rx| {
         // SAFETY: the window came back: its first `items` are the receiver's and nobody
         // else's now.
         // Checked by: `the_in_place_receiver_in_windows_agrees_with_the_model` under ASan.
