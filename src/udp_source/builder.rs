@@ -307,8 +307,9 @@ impl<T: Item> UdpSourceBuilder<T> {
         self
     }
     /// Size the output buffer for at least this many maximum-size datagrams (at least 1;
-    /// default 16, and 64 per buffer for the in-place source, whose buffers go downstream
-    /// whole: fewer, larger hand-overs).
+    /// default 16, and for the in-place source, whose buffers go downstream whole — fewer,
+    /// larger hand-overs — 64 per buffer of items that are the wire's bytes, as many wire
+    /// bytes' worth of converted ones: 32 of sc16 as `Complex<f32>`).
     pub fn buffer_datagrams(mut self, n: usize) -> Self {
         self.buffer_datagrams = Some(n);
         self
@@ -506,8 +507,10 @@ impl<T: Item> UdpSourceBuilder<T> {
                 time,
             };
         }
-        let items =
-            limits::output_items(self.buffer_datagrams.unwrap_or(64), &decoder, cfg.slot_size)?;
+        let datagrams = self
+            .buffer_datagrams
+            .unwrap_or_else(|| limits::in_place_datagrams(&decoder));
+        let items = limits::output_items(datagrams, &decoder, cfg.slot_size)?;
         let buffers = self.in_place_buffers.unwrap_or(32);
         limits::check_in_place(buffers, items * std::mem::size_of::<T>())?;
         let marks = dp_cfg.marks.as_ref().map(|m| ProbeSpec {

@@ -45,6 +45,17 @@ pub(super) fn output_items<T: Item>(
         })
 }
 
+/// Datagrams an in-place buffer holds by default: 64 of items that are the wire's bytes, and
+/// the same wire bytes' worth of converted ones (32 of sc16 as `Complex<f32>`, 16 of sc8),
+/// so that the buffers in circulation take the same memory whatever the items. Converted
+/// items write twice or four times the wire's bytes; in a ring twice the size they land in
+/// memory the cache no longer holds (64 sc16 datagrams as `Complex<f32>` a buffer cost 1.21–1.31×
+/// the bare loop at 800 MB/s, 32 1.18–1.20×: docs/measurements/2026-11-28.md).
+pub(super) fn in_place_datagrams<T: Item>(decoder: &Decoder<T>) -> usize {
+    let item_bytes = decoder.items_per_unit() * std::mem::size_of::<T>();
+    (64 * decoder.unit_bytes() / item_bytes.max(1)).clamp(1, 64)
+}
+
 /// Checks the in-place source's `buffers` of `bytes` each: 1..=4096 of them, 16 GiB at most.
 pub(super) fn check_in_place(buffers: usize, bytes: usize) -> Result<(), Error> {
     if buffers == 0 || buffers > MAX_IN_PLACE_BUFFERS {
@@ -100,4 +111,23 @@ pub(super) fn chosen_backend(
         }
     }
     Ok(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsdr_net_io::sample::WireFormat;
+    use num_complex::{Complex, Complex32};
+
+    #[test]
+    fn in_place_buffers_hold_the_same_wire_bytes_whatever_the_items() {
+        let d = |w| Decoder::<Complex32>::new(w).unwrap();
+        assert_eq!(in_place_datagrams(&d(WireFormat::Sc16Chdr)), 32);
+        assert_eq!(in_place_datagrams(&d(WireFormat::Sc8Difi)), 16);
+        assert_eq!(in_place_datagrams(&d(WireFormat::Fc32)), 64);
+        let i16s = Decoder::<Complex<i16>>::new(WireFormat::Sc16Chdr).unwrap();
+        assert_eq!(in_place_datagrams(&i16s), 64);
+        let bytes = Decoder::<u8>::new(WireFormat::Plain).unwrap();
+        assert_eq!(in_place_datagrams(&bytes), 64);
+    }
 }
