@@ -73,7 +73,13 @@ fn accounted(receiver: &str, rx: &Value, packets: u64) {
 fn every_loss_harness_receiver_accounts_for_every_datagram() {
     // Unpaced into a debug build: some receivers lose datagrams, and every loss must show up
     // as a kernel drop or an overflow (FutureSDR's block: kernel drops read from /proc).
-    for receiver in ["flowgraph-mio", "engine-uring", "futuresdr", "recvmmsg"] {
+    for receiver in [
+        "flowgraph-mio",
+        "flowgraph-fc32",
+        "engine-uring",
+        "futuresdr",
+        "recvmmsg",
+    ] {
         let mut sent = Value::Null;
         let rx = loss_rx(receiver, |addr| {
             sent = sim_to(

@@ -7,6 +7,8 @@
 //! * `flowgraph`: fsdr-net's `UdpSource` as its builder makes it by default (bytes are the
 //!   wire's: received in place into the output buffer, `zero_copy`) → counting sink in a
 //!   FutureSDR flowgraph; `flowgraph-<backend>`: the same with that backend (the engine);
+//!   `flowgraph-fc32`: its `UdpSource<Complex32>` by default, the sc16 samples converted
+//!   where each payload lands (the main job's source, `usrp_rx` without flags);
 //!   `flowgraph-multi`: its `MultiUdpSource`, one output and sink per channel of a
 //!   `--channels N` stream (`usrp_sim --channels N` to the same port), and
 //!   `flowgraph-multi-inplace` its zero-copy `MultiInPlaceUdpSource`; `flowgraph-inplace`:
@@ -43,8 +45,8 @@ use fsdr_net::io::{Backend, Format};
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// flowgraph[-<backend>], flowgraph-inplace[-xdp], flowgraph-multi[-inplace], engine-<backend>,
-    /// engine-inline, inplace, inplace-inline, futuresdr or recvmmsg.
+    /// flowgraph[-<backend>], flowgraph-fc32, flowgraph-inplace[-xdp], flowgraph-multi[-inplace],
+    /// engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg.
     #[arg(long, default_value = "flowgraph-mio")]
     receiver: String,
     /// Address to bind.
@@ -134,6 +136,7 @@ fn main() -> Result<()> {
     // thread that ends with it used next to nothing after its last sample.
     let meter = fsdr_net::io::host::ThreadCpuMeter::start(Duration::from_millis(100))?;
     let (kind, backend) = match args.receiver.split_once('-') {
+        Some(("flowgraph", "fc32")) => ("flowgraph-fc32", None),
         Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
         Some(("flowgraph", "inplace-xdp")) => ("flowgraph-inplace", Some(Backend::Xdp)),
         Some(("flowgraph", "multi")) => ("flowgraph-multi", None),
@@ -160,7 +163,10 @@ fn main() -> Result<()> {
         || (args.ports > 1
             && (args.channels > 1
                 || args.bind.ip().is_multicast()
-                || !matches!(kind, "flowgraph" | "flowgraph-inplace" | "recvmmsg")))
+                || !matches!(
+                    kind,
+                    "flowgraph" | "flowgraph-fc32" | "flowgraph-inplace" | "recvmmsg"
+                )))
     {
         bail!(
             "--ports {}: only flowgraph-<backend>, flowgraph-inplace and recvmmsg receive on \
@@ -175,12 +181,13 @@ fn main() -> Result<()> {
         ("inplace", None) => in_place(&args, false)?,
         ("inplace-inline", None) => in_place(&args, true)?,
         ("flowgraph", b) => flowgraph(&args, b)?,
+        ("flowgraph-fc32", None) => flowgraph_fc32(&args)?,
         ("engine", Some(b)) => engine(&args, b, false)?,
         ("engine-inline", None) => engine(&args, Backend::Mio, true)?,
         ("futuresdr", None) => futuresdr_source(&args)?,
         ("recvmmsg", None) => reference(&args)?,
         _ => bail!(
-            "unknown receiver {:?}: flowgraph[-<backend>], flowgraph-inplace[-xdp], flowgraph-multi[-inplace], engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
+            "unknown receiver {:?}: flowgraph[-<backend>], flowgraph-fc32, flowgraph-inplace[-xdp], flowgraph-multi[-inplace], engine-<backend>, engine-inline, inplace, inplace-inline, futuresdr or recvmmsg",
             args.receiver
         ),
     };

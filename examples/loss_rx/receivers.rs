@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use fsdr_net::io::sample::{Item, WireFormat};
 use fsdr_net::io::socket::{OpenedSocket, SocketConfig, open_socket};
 use fsdr_net::io::sys::{RecvBatch, Wait, socket_drops};
 use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
@@ -25,12 +26,17 @@ pub(crate) fn header_len(args: &Args) -> usize {
         .header_len(matches!(args.format, Format::Chdr | Format::Vrt))
 }
 
-/// The builder every flowgraph receiver starts from, bound to `bind`.
+/// The builder every flowgraph receiver of bytes starts from, bound to `bind`: bytes are
+/// counted, not decoded.
 pub(crate) fn source_builder(args: &Args, bind: SocketAddr) -> UdpSourceBuilder<u8> {
-    let b = UdpSource::<u8>::builder(bind.to_string())
+    items_builder(args, bind, WireFormat::Plain)
+}
+
+/// The builder of a source of `T` decoded from `wire`, bound to `bind`.
+fn items_builder<T: Item>(args: &Args, bind: SocketAddr, wire: WireFormat) -> UdpSourceBuilder<T> {
+    let b = UdpSource::<T>::builder(bind.to_string())
         .format(args.format)
-        // Bytes are counted, not decoded.
-        .wire_format(fsdr_net::io::WireFormat::Plain)
+        .wire_format(wire)
         .time_tags(false)
         .max_datagram(args.size.max(9000))
         .stats_interval(None)
@@ -91,12 +97,35 @@ pub(crate) fn flowgraph_outcome(args: &Args, bytes: u64, s: SourceStats) -> Outc
     }
 }
 
-/// fsdr-net's `UdpSource` into a sink; with `--ports N` one source and sink per port.
+/// fsdr-net's `UdpSource` of bytes into a sink; with `--ports N` one source and sink per
+/// port.
 pub(crate) fn flowgraph(args: &Args, backend: Option<Backend>) -> Result<Outcome> {
+    flowgraph_of::<u8>(args, backend, WireFormat::Plain)
+}
+
+/// `flowgraph-fc32`: fsdr-net's `UdpSource<Complex32>` as its builder makes it by default,
+/// the samples (sc16, as a USRP sends them) converted where each payload lands — the main
+/// job's (`usrp_rx`'s) source; with `--ports N` one source and sink per port.
+pub(crate) fn flowgraph_fc32(args: &Args) -> Result<Outcome> {
+    let wire = fsdr_net::io::emulator::EmulatorConfig::default_wire(args.format);
+    flowgraph_of::<num_complex::Complex32>(args, None, wire)
+}
+
+/// `UdpSource<T>` decoding `wire` into a sink that counts items; what it delivered is
+/// counted in wire bytes.
+fn flowgraph_of<T: Item>(
+    args: &Args,
+    backend: Option<Backend>,
+    wire: WireFormat,
+) -> Result<Outcome> {
+    let wire_per_item = {
+        let (unit, items) = wire.unit(std::mem::size_of::<T>());
+        move |n: usize| n / items * unit
+    };
     let srcs = on_ports(
         args,
         |bind| {
-            let b = source_builder(args, bind);
+            let b = items_builder::<T>(args, bind, wire);
             let b = match backend {
                 Some(backend) => b.backend(backend),
                 None => b,
@@ -112,11 +141,14 @@ pub(crate) fn flowgraph(args: &Args, backend: Option<Backend>) -> Result<Outcome
         srcs,
         local,
         |mut fg, src| {
-            let sink = NullSink::<u8>::new();
+            let sink = NullSink::<T>::new();
             connect!(fg, src > sink);
             Ok((src, sink))
         },
-        |fg, (src, sink)| Ok((fg.block(sink)?.n_received(), fg.block(src)?.stats())),
+        |fg, (src, sink)| {
+            let items = fg.block(sink)?.n_received();
+            Ok((wire_per_item(items), fg.block(src)?.stats()))
+        },
     )
 }
 
@@ -181,7 +213,7 @@ pub(crate) fn flowgraph_in_place(args: &Args, backend: Option<Backend>) -> Resul
 pub(crate) fn in_place(args: &Args, inline: bool) -> Result<Outcome> {
     use fsdr_net::io::depacketizer::DepacketizerConfig;
     use fsdr_net::io::inplace::{InPlaceConfig, InPlaceReceiver, Progress};
-    use fsdr_net::io::sample::{Decoder, WireFormat};
+    use fsdr_net::io::sample::Decoder;
     let mut engine = EngineConfig::new(args.bind);
     engine.backend = Backend::Recvmmsg;
     engine.format = args.format;

@@ -16,7 +16,9 @@ pub fn receivers(netns: bool) -> Vec<String> {
         .iter()
         .filter(|b| netns || b.capabilities().loopback)
         .collect();
-    std::iter::once("flowgraph".to_string())
+    ["flowgraph", "flowgraph-fc32"]
+        .map(String::from)
+        .into_iter()
         .chain(backends.iter().map(|b| format!("flowgraph-{b}")))
         .chain(["flowgraph-inplace".to_string()])
         .chain(netns.then(|| "flowgraph-inplace-xdp".to_string()))
