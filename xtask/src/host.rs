@@ -12,10 +12,14 @@ pub fn run(seconds: f64, json: bool) -> Result<()> {
     let m = HiccupMeter::start().context("starting the hiccup meter")?;
     std::thread::sleep(Duration::from_secs_f64(seconds.max(0.01)));
     let r = m.finish();
+    let machine = fsdr_net_io::host::Machine::detect();
     if json {
-        println!("{}", serde_json::to_string(&r)?);
+        let mut v = serde_json::to_value(&r)?;
+        v["machine"] = serde_json::to_value(&machine)?;
+        println!("{v}");
     } else {
         println!("{r}");
+        println!("machine: {machine}");
     }
     Ok(())
 }

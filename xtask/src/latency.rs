@@ -233,6 +233,7 @@ pub fn run(args: LatencyArgs) -> Result<()> {
     );
     print!("{}", analysed.table());
     println!("{host}");
+    println!("machine: {}", fsdr_net_io::host::Machine::detect());
     println!("trace: {}", trace.display());
     println!("CSV: {}", csv.display());
     match &analysed.png {

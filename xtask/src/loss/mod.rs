@@ -161,6 +161,7 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
                 "receiver": m.receiver, "mbps": m.mbps, "sender_limited": m.sender_limited
             })).collect::<Vec<_>>(),
             "steal_per_run": steals,
+            "machine": fsdr_net_io::host::Machine::detect(),
             "csv": csv,
             "png": plotted.as_ref().ok().map(|_| &png),
         });
@@ -201,6 +202,8 @@ pub fn run(args: LossArgs, build: impl FnOnce() -> Result<()>) -> Result<()> {
             println!("the sender left out every {n}th datagram (a loss in {n})");
         }
         println!("{steal_line}");
+        // Ratios to the loop depend on the caches (PERFORMANCE.md, "Another host").
+        println!("machine: {}", fsdr_net_io::host::Machine::detect());
         if let Some(max) = args.max_steal {
             println!(
                 "ratios to the reference from the rounds in which both runs had at most {:.1}% steal",

@@ -6,7 +6,9 @@
 //! variable wake the same way as the meter's thread. When that thread wakes milliseconds late
 //! on an otherwise idle host, no receiver on that host can promise a sub-millisecond latency
 //! tail, and a loss that coincides with much steal time says more about the host than about
-//! the receiver. [`ThreadCpuMeter`] shows where a process's CPU time went, thread by thread.
+//! the receiver. [`ThreadCpuMeter`] shows where a process's CPU time went, thread by thread;
+//! [`Machine`] names the machine (CPU, caches, kernel), since ratios to the bare loop differ
+//! between hosts.
 //! `usrp_rx` reports the steal time of its run; `cargo xtask host`,
 //! `cargo xtask latency` and `cargo xtask loss` report these figures beside their own.
 //!
@@ -35,7 +37,9 @@ use std::time::{Duration, Instant};
 use serde::{Serialize, Serializer};
 
 mod load;
+mod machine;
 pub use load::{Load, LoadMeter};
+pub use machine::{Cache, Machine};
 
 /// How long the meter's thread sleeps each time.
 pub const PERIOD: Duration = Duration::from_millis(1);
