@@ -3,7 +3,7 @@
 //! to lost samples, and the number of samples lost, which decides the exit code.
 
 use fsdr_net::io::emulator::EmulatorReport;
-use fsdr_net::io::host::Load;
+use fsdr_net::io::host::{Load, Machine};
 use fsdr_net::io::{Backend, Format};
 
 use super::{Args, ChannelsOutcome, Outcome};
@@ -129,6 +129,7 @@ pub(super) fn single(
             "load": o.load,
             "explanation": words,
             "ended_with_eob": ended,
+            "machine": Machine::detect(),
         });
         println!("{json}");
         return lost;
@@ -269,6 +270,7 @@ pub(super) fn channels(
             "stream_seconds": stream_seconds,
             "load": o.load,
             "explanation": words,
+            "machine": Machine::detect(),
         });
         println!("{json}");
         return lost;
