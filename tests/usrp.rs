@@ -196,18 +196,38 @@ fn reorders_and_duplicates_are_counted_and_the_ramp_stays_continuous() {
 /// every fault is counted once and every lost sample is missed.
 #[test]
 fn ticks_coarser_than_a_sample_are_counted_exactly() {
+    let (rx, _) = x410_with_faults(&["--rate", "491.52e6"]);
+    assert_eq!(u(&rx, "resyncs"), 0, "{rx}");
+    assert_eq!(u(&rx, "clock_dropped"), 0, "{rx}");
+}
+
+/// A receiver told a slower rate than the stream's (`usrp_rx --listen` left at its default
+/// 200 Msps for a 491.52 Msps stream at 200 MHz ticks) saw every packet start inside the one
+/// before it by the clock it was given: each was a restart (486 180 resyncs in 2 s). Now
+/// the second such pair drops that clock for the rate the stream shows: one resync, every
+/// fault counted exactly, the `clock_dropped` counter, and the summary says what to pass.
+#[test]
+fn a_rate_slower_than_the_streams_is_one_resync_and_said() {
+    let (rx, _) = x410_with_faults(&[]);
+    assert_eq!(u(&rx, "resyncs"), 1, "{rx}");
+    assert_eq!(u(&rx, "clock_dropped"), 1, "{rx}");
+    let said = rx["explanation"].to_string();
+    assert!(said.contains("told --rate 200.00 Msps"), "{said}");
+}
+
+/// `usrp_sim` at the X410's 491.52 Msps (200 MHz ticks: coarser than a sample) with drops,
+/// reorders and duplicates into `usrp_rx --listen` with `rx_args`; asserts that every fault
+/// is counted once and every lost sample is missed, and returns both reports.
+fn x410_with_faults(rx_args: &[&str]) -> (Value, Value) {
     let listen = format!("127.0.0.1:{}", free_port());
     let mut sim = Command::new(example("usrp_sim"));
     sim.args(["--dest", &listen, "--rate", "491.52e6", "--signal", "ramp"])
         .args(["--samples", "4e6", "--drop-every", "97"])
         .args(["--reorder-every", "50", "--duplicate-every", "70"]);
-    let (rx, sim) = run_pair(
-        &listen,
-        &["--rate", "491.52e6", "--reorder-timeout-ms", "100"],
-        sim,
-    );
+    let mut args = vec!["--reorder-timeout-ms", "100"];
+    args.extend_from_slice(rx_args);
+    let (rx, sim) = run_pair(&listen, &args, sim);
     assert_eq!(u(&rx, "kernel_drops") + u(&rx, "overflow"), 0, "{rx}");
-    assert_eq!(u(&rx, "resyncs"), 0, "{rx}");
     assert_eq!(u(&rx, "missed"), u(&sim, "dropped"), "{rx} {sim}");
     assert_eq!(
         u(&rx, "missed_samples"),
@@ -224,6 +244,7 @@ fn ticks_coarser_than_a_sample_are_counted_exactly() {
     assert_eq!(u(&rx, "duplicates"), u(&sim, "duplicated"), "{rx} {sim}");
     assert_eq!(u(&rx, "reordered"), u(&sim, "reordered"), "{rx} {sim}");
     assert_eq!(u(&rx, "late") + u(&rx, "ambiguous"), 0, "{rx}");
+    (rx, sim)
 }
 
 #[test]

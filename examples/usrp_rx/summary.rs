@@ -87,6 +87,15 @@ pub(super) fn single(
                 .to_string(),
         );
     }
+    if s.clock_dropped > 0 {
+        words.push(format!(
+            "the stream arrived at {:.2} Msps; usrp_rx was told --rate {:.2} Msps and \
+             --tick-rate {:.2} MHz: pass the device's.",
+            rate / 1e6,
+            args.rate / 1e6,
+            args.tick_rate / 1e6
+        ));
+    }
     if format == Format::Raw && lost > 0 {
         words.push(
             "raw_payload carries no sequence numbers: lost packets cannot be placed or \

@@ -114,6 +114,15 @@ pub fn explain(s: &Stats, injected: u64, load: Option<&Load>) -> Vec<String> {
             s.late, s.duplicates
         ));
     }
+    if s.clock_dropped > 0 {
+        out.push(format!(
+            "The timestamps of {} stream(s) did not follow the configured tick and sample \
+             rates (the receiver was told another rate than the device streams at): gaps were \
+             sized from the rate learnt from the stream instead; set the device's rates \
+             (`tick_rate`, `sample_rate`) so that time tags follow its clock.",
+            s.clock_dropped
+        ));
+    }
     // Frames missing from the sequence numbers that no counter of this host explains were
     // lost before the socket.
     let here = s.kernel_drops + s.overflow + s.truncated + s.malformed;

@@ -323,6 +323,9 @@ impl Consumer {
             }
             let s = &mut self.streams[i];
             let w = s.order.widen(&packet);
+            if s.order.take_clock_dropped() {
+                self.shared.counters.consumer.clock_dropped.add(1);
+            }
             self.reorder_held[slot.thread as usize].0 += 1;
             let restored = s.order.push(w, &packet, slot, &mut self.scratch);
             self.shared.counters.consumer.reordered.add(restored);

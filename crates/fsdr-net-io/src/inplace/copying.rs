@@ -80,6 +80,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     }
                     (o.widen(&packet), packet)
                 });
+                if o.take_clock_dropped() {
+                    self.shared.engine.counters.consumer.clock_dropped.add(1);
+                }
                 // Beyond the window the oldest gaps are given up on first (as `push` would),
                 // so that it can go ahead of what is still missing.
                 if o.lead(&w).is_some_and(|l| l.frames > l.window) {

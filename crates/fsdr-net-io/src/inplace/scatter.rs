@@ -327,6 +327,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 }
                 let o = self.order.as_mut().expect("sequence tracking");
                 let w = o.widen(&packet);
+                if o.take_clock_dropped() {
+                    self.shared.engine.counters.consumer.clock_dropped.add(1);
+                }
                 // Behind datagrams placed ahead of a gap, or released ones not written yet,
                 // the writer's position is not where it landed.
                 if !o.is_next(&w) || self.frontier.is_some() || !self.released.is_empty() {

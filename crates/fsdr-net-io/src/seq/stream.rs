@@ -168,6 +168,10 @@ pub struct StreamOrder<T> {
     /// The largest payload released since the stream (re)started.
     nominal: usize,
     scratch: Vec<Released<Held<T>>>,
+    /// The extender dropped the configured clock (once per stream), and whether
+    /// [`take_clock_dropped`](Self::take_clock_dropped) has yet to say so.
+    clock_reported: bool,
+    clock_news: bool,
 }
 
 impl<T> StreamOrder<T> {
@@ -191,7 +195,16 @@ impl<T> StreamOrder<T> {
             last: None,
             nominal: 0,
             scratch: Vec::new(),
+            clock_reported: false,
+            clock_news: false,
         }
+    }
+
+    /// True once, after the [`widen`](Self::widen) that dropped the configured clock for
+    /// the rate learnt from the stream ([`SeqExtender::clock_dropped`]): for the
+    /// `clock_dropped` counter.
+    pub fn take_clock_dropped(&mut self) -> bool {
+        std::mem::take(&mut self.clock_news)
     }
 
     /// Whether [`widen`](Self::widen) wants the payload's
@@ -205,7 +218,14 @@ impl<T> StreamOrder<T> {
     /// Widens the datagram's sequence number to the 64-bit space the tracker works in.
     pub fn widen(&mut self, p: &SeqPacket) -> Widened {
         match self.extender.as_mut() {
-            Some(x) => x.extend(p),
+            Some(x) => {
+                let w = x.extend(p);
+                if !self.clock_reported && x.clock_dropped() {
+                    self.clock_reported = true;
+                    self.clock_news = true;
+                }
+                w
+            }
             None => Widened {
                 ext: p.seq,
                 start: None,

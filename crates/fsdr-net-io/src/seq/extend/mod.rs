@@ -169,6 +169,14 @@ impl SeqExtender {
         self.timeline.rate()
     }
 
+    /// Whether the configured tick and sample rates were dropped because the stream's
+    /// timestamps contradicted them (two consecutive pairs before any agreed; a warning
+    /// names both): gaps are then sized from the rate learnt from the stream
+    /// ([`rate`](Self::rate) gives it per byte).
+    pub fn clock_dropped(&self) -> bool {
+        self.timeline.clock_dropped
+    }
+
     /// The largest payload since the stream (re)started.
     pub fn nominal(&self) -> usize {
         self.nominal
@@ -218,11 +226,23 @@ impl SeqExtender {
             .map(|s| (s, self.timeline.tolerance(s) + self.timeline.quantum()))
             .filter(|&(_, tol)| 2 * tol < nominal);
         let mut ambiguous = false;
+        // The configured clock was dropped on this packet: it is the next one, and the pair
+        // has been learnt from.
+        let mut dropped = false;
         let offset = match (start, n.start) {
             (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, s, tol, ns, &n) {
                 Some((o, amb)) => {
                     ambiguous = amb;
                     o
+                }
+                // The counter goes on by one, but the time says the packet starts inside
+                // or behind the newest one: a clock configured slower than the stream's
+                // (a receiver told 200 Msps for a 491.52 Msps stream) makes every packet
+                // look so. Checked against the configured clock like any pair `learn`
+                // sees; a restart until it is dropped.
+                None if plain == 1 && !n.eob && self.contradicts_clock(&n, p) => {
+                    dropped = true;
+                    1
                 }
                 None => return self.restart(seq, p),
             },
@@ -244,7 +264,9 @@ impl SeqExtender {
             }
         };
         let ext = n.ext.wrapping_add(offset as u64);
-        self.learn(&n, offset, p);
+        if !dropped {
+            self.learn(&n, offset, p);
+        }
         let start = p.ticks.and_then(|t| self.timeline.position(t));
         if p.ticks.is_none() {
             self.remember_print(ext, p.fingerprint);
@@ -378,19 +400,8 @@ impl SeqExtender {
             Some(tb) if !self.timeline.confirmed => {
                 if tb.ticks_per_unit.agrees(i128::from(dt), n.units) {
                     self.timeline.confirmed = true;
-                } else if self.timeline.contradicted == 0 {
-                    // One contradiction may be a device's time jump.
-                    self.timeline.contradicted = 1;
                 } else {
-                    tracing::warn!(
-                        configured = %tb.ticks_per_unit,
-                        ticks = dt,
-                        samples = n.units,
-                        "the stream's timestamps do not follow the configured tick and sample \
-                         rates: gaps are sized from the rate learnt from the stream instead"
-                    );
-                    self.timeline.fixed = None;
-                    self.timeline.anchor = Some((t0, 0));
+                    self.contradicted(tb, dt, n.units, t0);
                 }
             }
             Some(_) => {}
@@ -405,6 +416,53 @@ impl SeqExtender {
                 }
             }
         }
+    }
+
+    /// A consecutive pair `dt` ticks apart whose first packet held `units` contradicted the
+    /// configured clock `tb` before any pair confirmed it: the first time, possibly a
+    /// device's time jump; the second, the clock is wrong and is dropped for the rate learnt
+    /// from the stream, positions going on from the pair's first packet (at `t0`). True
+    /// when dropped.
+    fn contradicted(&mut self, tb: Timebase, dt: u64, units: i128, t0: u64) -> bool {
+        if self.timeline.contradicted == 0 {
+            self.timeline.contradicted = 1;
+            return false;
+        }
+        tracing::warn!(
+            configured = %tb.ticks_per_unit,
+            ticks = dt,
+            samples = units,
+            "the stream's timestamps do not follow the configured tick and sample rates: \
+             gaps are sized from the rate learnt from the stream instead"
+        );
+        self.timeline.fixed = None;
+        self.timeline.anchor = Some((t0, 0));
+        self.timeline.clock_dropped = true;
+        true
+    }
+
+    /// [`learn`](Self::learn)'s check of a configured, unconfirmed clock for a consecutive
+    /// pair that [`by_time`](Self::by_time) could not place (the time went forward less
+    /// than the newest packet's length, or back): learns the pair and says whether the
+    /// clock was dropped with it.
+    fn contradicts_clock(&mut self, n: &Newest, p: &SeqPacket) -> bool {
+        let (Some(tb), false, Some(t), Some(t0)) = (
+            self.timeline.fixed,
+            self.timeline.confirmed,
+            p.ticks,
+            n.ticks,
+        ) else {
+            return false;
+        };
+        let dt = t.wrapping_sub(t0);
+        if (dt as i64) <= 0 || tb.ticks_per_unit.agrees(i128::from(dt), n.units) {
+            return false;
+        }
+        if !self.contradicted(tb, dt, n.units, t0) {
+            return false;
+        }
+        self.timeline.learnt.pair(dt, n.payload as u64);
+        true
     }
 
     fn begin(&mut self, seq: u64, p: &SeqPacket, ext: u64) -> Widened {

@@ -114,6 +114,50 @@ fn a_configured_rate_the_stream_contradicts_is_dropped() {
     assert!(x.rate().is_some_and(|(_, unit)| unit == 1));
 }
 
+/// A receiver told 200 Msps (one tick a sample) for a 491.52 Msps stream at 200 MHz: every
+/// packet starts inside the one before it by the configured clock. The first such pair is
+/// a restart (it might be a device's time jump); the second drops the clock, and from then
+/// on the counter and the learnt rate place the packets — a loss is sized again, not a
+/// restart each (it was, on every packet, before the clock could be dropped so).
+#[test]
+fn a_configured_rate_slower_than_the_stream_is_dropped() {
+    let tb = Timebase::of_rates(200e6, 200e6, 4);
+    let mut x = SeqExtender::new(16, Some(0));
+    let spp = 1996u64;
+    let p = |seq: u64| SeqPacket {
+        seq,
+        ticks: Some(seq * spp * 200_000_000 / 491_520_000),
+        timebase: tb,
+        payload: 4 * spp as usize,
+        ..Default::default()
+    };
+    assert_eq!(x.extend(&p(0)).ext, 0);
+    let first = x.extend(&p(1));
+    assert!(
+        first.restart,
+        "one contradiction may be a time jump: {first:?}"
+    );
+    assert!(!x.clock_dropped());
+    let mut last = first.ext;
+    for k in 2..40 {
+        let w = x.extend(&p(k));
+        assert!(!w.restart, "packet {k}: {w:?}");
+        assert_eq!(w.ext, last + 1, "packet {k}");
+        last = w.ext;
+    }
+    assert!(x.clock_dropped());
+    assert!(x.rate().is_some_and(|(_, unit)| unit == 1));
+    // Three packets lost: the counter says so, and the time agrees.
+    let w = x.extend(&p(43));
+    assert!(!w.restart, "{w:?}");
+    assert_eq!(w.ext, last + 4);
+    // A confirmed or dropped clock is never dropped again: a time jump back after this
+    // is a restart, as before.
+    let mut back = p(44);
+    back.ticks = Some(5);
+    assert!(x.extend(&back).restart);
+}
+
 /// Without a timebase the ratio is learnt; until a run pins it, the counter decides
 /// (here a 16-bit one, right across a loss far away), and a gap is sized in packets.
 #[test]
@@ -283,4 +327,49 @@ fn whole_ticks_a_packet_pin_the_learnt_positions() {
         }
     }
     assert!(pinned > 4000, "{pinned} of the packets pinned");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any wrong sample rate (the stream's 0.25× to 4× the configured one, a clock faster
+    /// or slower than the stream's), 200 MHz ticks, CHDR's 16-bit counter, losses of up to
+    /// 40 packets anywhere after the first three: at most one restart (the first
+    /// contradiction, when the time went back), then the clock is dropped and every loss
+    /// is sized exactly by the counter and the learnt rate.
+    #[test]
+    fn any_wrong_configured_rate_is_dropped_and_losses_stay_exact(
+        milli in proptest::prop_oneof![250u64..990, 1010u64..4000],
+        spp in proptest::prop_oneof![proptest::strategy::Just(1996u64), 100u64..2000],
+        losses in proptest::collection::vec((3u64..300, 1u64..40), 0..6),
+    ) {
+        let tb = Timebase::of_rates(200e6, 200e6, 4);
+        let mut x = SeqExtender::new(16, Some(0));
+        // The stream's rate: `milli`/1000 of the configured 200 Msps.
+        let stamp = |k: u64| k * spp * 1000 / milli;
+        let lost: std::collections::BTreeSet<u64> = losses
+            .iter()
+            .flat_map(|&(at, n)| at..at + n)
+            .collect();
+        let mut restarts = 0;
+        let mut prev: Option<(u64, u64)> = None;
+        for k in (0..400).filter(|k| !lost.contains(k)) {
+            let w = x.extend(&SeqPacket {
+                seq: k % 65536,
+                ticks: Some(stamp(k)),
+                timebase: tb,
+                payload: 4 * spp as usize,
+                ..Default::default()
+            });
+            if w.restart {
+                restarts += 1;
+                proptest::prop_assert!(k <= 2, "restart at packet {k}: {w:?}");
+            } else if let Some((pk, pe)) = prev {
+                proptest::prop_assert_eq!(w.ext - pe, k - pk, "packet {}", k);
+            }
+            prev = Some((k, w.ext));
+        }
+        proptest::prop_assert!(restarts <= 1);
+        proptest::prop_assert!(x.clock_dropped());
+    }
 }

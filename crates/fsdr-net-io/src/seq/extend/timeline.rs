@@ -18,6 +18,8 @@ pub(super) struct Timeline {
     pub(super) confirmed: bool,
     /// Pairs that contradicted it before any agreed (a device's time jump makes one).
     pub(super) contradicted: u32,
+    /// The configured timebase was dropped for the learnt rate (the stream contradicted it).
+    pub(super) clock_dropped: bool,
     /// What the learnt ratio gives, kept until it changes (divisions, on every packet
     /// otherwise): the ratio, [`Timeline::quantum`], [`Timeline::least`].
     per_ratio: Cell<Option<(Ratio, i128, i128)>>,
