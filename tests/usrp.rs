@@ -247,6 +247,26 @@ fn x410_with_faults(rx_args: &[&str]) -> (Value, Value) {
     (rx, sim)
 }
 
+/// A device at 0.8 Msps and 0.8 MHz told 0.2 and 0.2 (as one at 250 Msps and 250 MHz told
+/// 200 and 200; slow, as the examples here are debug builds): its stamps keep the ratio
+/// usrp_rx was told, so nothing in them contradicts it, but the stream arrives faster than
+/// `--rate` and the summary says what to pass.
+#[test]
+fn a_stream_faster_than_its_rate_is_said() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut sim = Command::new(example("usrp_sim"));
+    sim.args(["--dest", &listen, "--rate", "0.8e6", "--tick-rate", "0.8e6"])
+        .args(["--signal", "ramp", "--samples", "4e5"]);
+    let (rx, _) = run_pair(&listen, &["--rate", "0.2e6", "--tick-rate", "0.2e6"], sim);
+    assert_eq!(u(&rx, "clock_dropped") + u(&rx, "resyncs"), 0, "{rx}");
+    let said = rx["explanation"].to_string();
+    assert!(
+        said.contains("told --rate 0.20 Msps"),
+        "{said} {}",
+        rx["rate_sps"]
+    );
+}
+
 #[test]
 fn a_restart_is_one_resync() {
     let (rx, sim) = pair(

@@ -31,6 +31,25 @@ fn stream_rate(received: u64, datagrams: u64, stream_seconds: f64) -> f64 {
     received as f64 * (datagrams - 1) as f64 / datagrams as f64 / stream_seconds
 }
 
+/// With `--listen`: the sentence for a device whose stream contradicts the rates usrp_rx
+/// was told — its timestamps did (`clock_dropped`), or it arrived faster than `--rate` by
+/// more than 2% (no loss or pause makes a stream faster; a device at 250 Msps and 250 MHz
+/// told 200 and 200 keeps the ratio its stamps show, but its time tags read them at the
+/// wrong tick rate). `None` otherwise.
+fn rates_told(args: &Args, clock_dropped: bool, rate: f64) -> Option<String> {
+    let faster = rate > 1.02 * args.rate;
+    (args.listen.is_some() && (clock_dropped || faster)).then(|| {
+        format!(
+            "the stream arrived at {:.2} Msps; usrp_rx was told --rate {:.2} Msps and \
+             --tick-rate {:.2} MHz: pass the device's (its time tags read its ticks at \
+             --tick-rate).",
+            rate / 1e6,
+            args.rate / 1e6,
+            args.tick_rate / 1e6
+        )
+    })
+}
+
 fn print_load(load: Option<&Load>) {
     if let Some(l) = load {
         println!("{:<24} {l}", "machine CPU time");
@@ -87,14 +106,8 @@ pub(super) fn single(
                 .to_string(),
         );
     }
-    if s.clock_dropped > 0 {
-        words.push(format!(
-            "the stream arrived at {:.2} Msps; usrp_rx was told --rate {:.2} Msps and \
-             --tick-rate {:.2} MHz: pass the device's.",
-            rate / 1e6,
-            args.rate / 1e6,
-            args.tick_rate / 1e6
-        ));
+    if let Some(w) = rates_told(args, s.clock_dropped > 0, rate) {
+        words.push(w);
     }
     if format == Format::Raw && lost > 0 {
         words.push(
