@@ -272,6 +272,11 @@ pub(super) fn channels(
         ));
     }
     let stream_seconds = e.stream_seconds();
+    let per_channel =
+        stream_rate(received, e.delivered, stream_seconds) / o.outputs.len().max(1) as f64;
+    if let Some(w) = rates_told(args, e.clock_dropped > 0, per_channel) {
+        words.push(w.replacen("the stream arrived", "each channel arrived", 1));
+    }
     if args.json {
         let json = serde_json::json!({
             "seconds": o.seconds,
