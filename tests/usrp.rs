@@ -5,41 +5,11 @@ mod examples;
 
 use std::process::{Command, Stdio};
 
-use examples::{example, free_port, last_json, wait_until_listening};
+use examples::{
+    assert_drops_missed, example, free_port, last_json, run_pair, run_pair_with, u,
+    wait_until_listening,
+};
 use serde_json::Value;
-
-/// Runs `usrp_rx --listen ADDR` and then the emulator (`sim`, already given its arguments);
-/// returns (receiver JSON, emulator JSON).
-fn run_pair(listen: &str, rx_args: &[&str], sim: Command) -> (Value, Value) {
-    run_pair_with(Command::new(example("usrp_rx")), listen, rx_args, sim)
-}
-
-/// [`run_pair`] with the receiver started by `rx` (`usrp_rx`, possibly inside a namespace).
-fn run_pair_with(
-    mut rx: Command,
-    listen: &str,
-    rx_args: &[&str],
-    mut sim: Command,
-) -> (Value, Value) {
-    let mut rx = rx
-        .args(["--listen", listen, "--json", "--check-ramp", "--allow-loss"])
-        .args(["--duration", "60", "--idle-timeout", "1"])
-        .args(rx_args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("usrp_rx starts");
-    wait_until_listening(&mut rx);
-    let sim = sim.output().expect("usrp_sim runs");
-    assert!(
-        sim.status.success(),
-        "usrp_sim: {}",
-        String::from_utf8_lossy(&sim.stderr)
-    );
-    let rx = rx.wait_with_output().expect("usrp_rx ends");
-    assert!(rx.status.success(), "usrp_rx failed");
-    (last_json(&rx.stdout), last_json(&sim.stdout))
-}
 
 /// The emulator at 10 Msps (the examples are debug builds here) with a ramp towards `dest`, plus `extra` arguments.
 fn sim_args(dest: &str, extra: &[&str]) -> Vec<String> {
@@ -56,14 +26,6 @@ fn pair(rx_args: &[&str], extra: &[&str]) -> (Value, Value) {
     let mut sim = Command::new(example("usrp_sim"));
     sim.args(sim_args(&listen, extra));
     run_pair(&listen, rx_args, sim)
-}
-
-/// A number of `usrp_rx`'s (or `usrp_sim`'s) JSON: a summary field, or one of the counters
-/// under `stats`.
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64()
-        .or_else(|| v["stats"][k].as_u64())
-        .unwrap_or_else(|| panic!("{k} in {v}"))
 }
 
 /// Review defect 13: the summary fields the USRP issue specified and scripts read stay at
@@ -129,13 +91,7 @@ fn every_format_across_two_processes() {
 fn dropped_packets_are_missed_exactly() {
     let (rx, sim) = pair(&[], &["--samples", "4e6", "--drop-every", "1000"]);
     assert_eq!(u(&sim, "dropped"), 2);
-    assert_eq!(u(&rx, "kernel_drops") + u(&rx, "overflow"), 0, "{rx}");
-    assert_eq!(u(&rx, "missed"), u(&sim, "dropped"), "{rx} {sim}");
-    assert_eq!(
-        u(&rx, "missed_samples"),
-        u(&sim, "dropped_samples"),
-        "{rx} {sim}"
-    );
+    assert_drops_missed(&rx, &sim);
 }
 
 /// Issue #33: a lost last packet leaves no gap behind it; where the stream ends with an end
@@ -187,84 +143,6 @@ fn reorders_and_duplicates_are_counted_and_the_ramp_stays_continuous() {
     assert_eq!(u(&rx, "missed"), 0, "{rx}");
     assert_eq!(u(&rx, "discontinuities"), 0, "{rx}");
     assert_eq!(u(&rx, "received"), u(&sim, "samples_sent"));
-}
-
-/// Ticks coarser than a sample (an X410 channel's 491.52 Msps stamped at 200 MHz: 0.41 ticks
-/// a sample), with the rates given to the receiver as a user gives them. Before, the
-/// configured ratio took every second or third packet for a restart (`usrp_rx --rate
-/// 491.52e6`: 96 150 resyncs in a second), and a loss there was counted by no counter. Now
-/// every fault is counted once and every lost sample is missed.
-#[test]
-fn ticks_coarser_than_a_sample_are_counted_exactly() {
-    let (rx, _) = x410_with_faults(&["--rate", "491.52e6"]);
-    assert_eq!(u(&rx, "resyncs"), 0, "{rx}");
-    assert_eq!(u(&rx, "clock_dropped"), 0, "{rx}");
-}
-
-/// A receiver told a slower rate than the stream's (`usrp_rx --listen` left at its default
-/// 200 Msps for a 491.52 Msps stream at 200 MHz ticks) saw every packet start inside the one
-/// before it by the clock it was given: each was a restart (486 180 resyncs in 2 s). Now
-/// the second such pair drops that clock for the rate the stream shows: one resync, every
-/// fault counted exactly, the `clock_dropped` counter, and the summary says what to pass.
-#[test]
-fn a_rate_slower_than_the_streams_is_one_resync_and_said() {
-    let (rx, _) = x410_with_faults(&[]);
-    assert_eq!(u(&rx, "resyncs"), 1, "{rx}");
-    assert_eq!(u(&rx, "clock_dropped"), 1, "{rx}");
-    let said = rx["explanation"].to_string();
-    assert!(said.contains("told --rate 200.00 Msps"), "{said}");
-}
-
-/// `usrp_sim` at the X410's 491.52 Msps (200 MHz ticks: coarser than a sample) with drops,
-/// reorders and duplicates into `usrp_rx --listen` with `rx_args`; asserts that every fault
-/// is counted once and every lost sample is missed, and returns both reports.
-fn x410_with_faults(rx_args: &[&str]) -> (Value, Value) {
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut sim = Command::new(example("usrp_sim"));
-    sim.args(["--dest", &listen, "--rate", "491.52e6", "--signal", "ramp"])
-        .args(["--samples", "4e6", "--drop-every", "97"])
-        .args(["--reorder-every", "50", "--duplicate-every", "70"]);
-    let mut args = vec!["--reorder-timeout-ms", "100"];
-    args.extend_from_slice(rx_args);
-    let (rx, sim) = run_pair(&listen, &args, sim);
-    assert_eq!(u(&rx, "kernel_drops") + u(&rx, "overflow"), 0, "{rx}");
-    assert_eq!(u(&rx, "missed"), u(&sim, "dropped"), "{rx} {sim}");
-    assert_eq!(
-        u(&rx, "missed_samples"),
-        u(&sim, "dropped_samples"),
-        "{rx} {sim}"
-    );
-    assert_eq!(u(&rx, "received"), u(&sim, "samples_sent"), "{rx} {sim}");
-    // The ramp: every zero and every gap seen, nothing else.
-    assert_eq!(
-        u(&rx, "discontinuities"),
-        u(&rx, "missed_samples") + u(&rx, "missed"),
-        "{rx}"
-    );
-    assert_eq!(u(&rx, "duplicates"), u(&sim, "duplicated"), "{rx} {sim}");
-    assert_eq!(u(&rx, "reordered"), u(&sim, "reordered"), "{rx} {sim}");
-    assert_eq!(u(&rx, "late") + u(&rx, "ambiguous"), 0, "{rx}");
-    (rx, sim)
-}
-
-/// A device at 0.8 Msps and 0.8 MHz told 0.2 and 0.2 (as one at 250 Msps and 250 MHz told
-/// 200 and 200; slow, as the examples here are debug builds): its stamps keep the ratio
-/// usrp_rx was told, so nothing in them contradicts it, but the stream arrives faster than
-/// `--rate` and the summary says what to pass.
-#[test]
-fn a_stream_faster_than_its_rate_is_said() {
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut sim = Command::new(example("usrp_sim"));
-    sim.args(["--dest", &listen, "--rate", "0.8e6", "--tick-rate", "0.8e6"])
-        .args(["--signal", "ramp", "--samples", "4e5"]);
-    let (rx, _) = run_pair(&listen, &["--rate", "0.2e6", "--tick-rate", "0.2e6"], sim);
-    assert_eq!(u(&rx, "clock_dropped") + u(&rx, "resyncs"), 0, "{rx}");
-    let said = rx["explanation"].to_string();
-    assert!(
-        said.contains("told --rate 0.20 Msps"),
-        "{said} {}",
-        rx["rate_sps"]
-    );
 }
 
 #[test]

@@ -6,12 +6,8 @@ mod examples;
 
 use std::process::{Command, Stdio};
 
-use examples::{example, free_port, last_json, wait_until_listening};
+use examples::{example, free_port, last_json, u, wait_until_listening};
 use serde_json::Value;
-
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
-}
 
 #[test]
 fn each_channel_is_its_own_source_and_a_fault_stays_on_its_channel() {

@@ -4,7 +4,7 @@
 
 use std::net::UdpSocket;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -107,4 +107,57 @@ pub fn turnaround(extra: &[&str]) -> (fsdr_net::io::turnaround::ProbeReport, std
             .run()
             .expect("the probe runs");
     (report, child.wait_with_output().expect("turnaround ends"))
+}
+
+/// Runs `usrp_rx --listen ADDR` (receiving with `--json --check-ramp --allow-loss`) and then the emulator (`sim`, already given its arguments);
+/// returns (receiver JSON, emulator JSON).
+pub fn run_pair(listen: &str, rx_args: &[&str], sim: Command) -> (Value, Value) {
+    run_pair_with(Command::new(example("usrp_rx")), listen, rx_args, sim)
+}
+
+/// [`run_pair`] with the receiver started by `rx` (`usrp_rx`, possibly inside a namespace).
+pub fn run_pair_with(
+    mut rx: Command,
+    listen: &str,
+    rx_args: &[&str],
+    mut sim: Command,
+) -> (Value, Value) {
+    let mut rx = rx
+        .args(["--listen", listen, "--json", "--check-ramp", "--allow-loss"])
+        .args(["--duration", "60", "--idle-timeout", "1"])
+        .args(rx_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("usrp_rx starts");
+    wait_until_listening(&mut rx);
+    let sim = sim.output().expect("usrp_sim runs");
+    assert!(
+        sim.status.success(),
+        "usrp_sim: {}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    let rx = rx.wait_with_output().expect("usrp_rx ends");
+    assert!(rx.status.success(), "usrp_rx failed");
+    (last_json(&rx.stdout), last_json(&sim.stdout))
+}
+
+/// A number of `usrp_rx`'s (or `usrp_sim`'s) JSON: a summary field, or one of the counters
+/// under `stats`.
+pub fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64()
+        .or_else(|| v["stats"][k].as_u64())
+        .unwrap_or_else(|| panic!("{k} in {v}"))
+}
+
+/// Asserts that the receiver (`usrp_rx`'s JSON) dropped nothing itself and counted every
+/// packet and sample the sender (`usrp_sim`'s JSON) dropped as missed.
+pub fn assert_drops_missed(rx: &Value, sim: &Value) {
+    assert_eq!(u(rx, "kernel_drops") + u(rx, "overflow"), 0, "{rx}");
+    assert_eq!(u(rx, "missed"), u(sim, "dropped"), "{rx} {sim}");
+    assert_eq!(
+        u(rx, "missed_samples"),
+        u(sim, "dropped_samples"),
+        "{rx} {sim}"
+    );
 }

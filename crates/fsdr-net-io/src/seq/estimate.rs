@@ -44,6 +44,7 @@ pub struct RateEstimate {
 struct Run {
     ticks: u64,
     bytes: u64,
+    pairs: u64,
     lo: (u64, u64),
     hi: (u64, u64),
 }
@@ -55,6 +56,7 @@ impl Run {
         Run {
             ticks,
             bytes,
+            pairs: 1,
             lo,
             hi,
         }
@@ -64,6 +66,7 @@ impl Run {
     /// alone if they exclude each other.
     fn then(self, ticks: u64, bytes: u64) -> Self {
         let mut next = Run::new(self.ticks + ticks, self.bytes + bytes);
+        next.pairs = self.pairs + 1;
         let lo = if at_most(self.lo, next.lo) {
             next.lo
         } else {
@@ -81,9 +84,31 @@ impl Run {
     }
 }
 
+/// A run of consecutive packets (no loss, no end of burst, no pair off the estimate by more
+/// than a tick and 1%): from its first packet to its last one's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunSpan {
+    pub(crate) ticks: u64,
+    pub(crate) bytes: u64,
+    /// Consecutive pairs in it.
+    pub(crate) pairs: u64,
+}
+
 /// The bounds `[(T − 1) / B, (T + 1) / B]` of a span of `T` ticks and `B` bytes.
 fn bounds(ticks: u64, bytes: u64) -> ((u64, u64), (u64, u64)) {
     ((ticks.saturating_sub(1).max(1), bytes), (ticks + 1, bytes))
+}
+
+/// Whether `ticks` for `bytes` lies beyond the ratio `bound` (above it when `above`, below
+/// otherwise) by more than a tick and 1%.
+fn beyond(bound: (u64, u64), ticks: u64, bytes: u64, above: bool) -> bool {
+    let want = i128::from(bound.0) * i128::from(bytes);
+    let got = i128::from(ticks) * i128::from(bound.1);
+    // got − want > den + ⌊want / 100⌋ (or want − got, below) without the division (a
+    // library call for 128 bits, on every packet): with excess = the difference − den,
+    // that is excess ≥ 1 and want < 100 × excess.
+    let excess = if above { got - want } else { want - got } - i128::from(bound.1);
+    excess > 0 && want < excess.saturating_mul(100)
 }
 
 /// `a ≤ b` for fractions given as (numerator, denominator), `(1, 0)` being infinity.
@@ -109,19 +134,16 @@ impl RateEstimate {
             self.run = None;
             return false;
         }
-        // A pair that disagrees with the estimate by more than a tick and 1% is not the
-        // stream's rate (a device time jump): it starts a new run.
-        if let Some(e) = self.estimate {
-            let want = i128::from(e.num()) * i128::from(bytes);
-            let got = i128::from(ticks) * i128::from(e.den());
-            // |want − got| > den + ⌊want / 100⌋ without the division (a library call for
-            // 128 bits, on every packet): with excess = |want − got| − den, that is
-            // excess ≥ 1 and want < 100 × excess.
-            let excess = (want - got).abs() - i128::from(e.den());
-            if excess > 0 && want < excess.saturating_mul(100) {
-                self.run = None;
-                return false;
-            }
+        // A pair off the ratios the longest run allows by more than a tick and 1% is not the
+        // stream's rate (a device time jump): it starts a new run. (Against the run's
+        // bounds, not the estimate: after one pair of a stream with ticks coarser than a
+        // packet's rounding — 41.86 ticks a packet stamped 41 or 42 — the simplest fraction
+        // there is 40 ticks, and every 42 would break the run, which then never grows.)
+        if let Some(best) = self.best
+            && (beyond(best.lo, ticks, bytes, false) || beyond(best.hi, ticks, bytes, true))
+        {
+            self.run = None;
+            return false;
         }
         let run = match self.run {
             Some(run) => run.then(ticks, bytes),
@@ -156,6 +178,21 @@ impl RateEstimate {
     /// true ratio lies within `2 / (ticks − 1)` of the estimate, relatively.
     pub fn span_ticks(&self) -> Option<u64> {
         self.best.map(|best| best.ticks)
+    }
+
+    /// The longest run of consecutive packets so far: what the estimate comes from, and
+    /// what a configured clock is checked against once it is long.
+    pub(crate) fn longest_run(&self) -> Option<RunSpan> {
+        self.best.map(|b| RunSpan {
+            ticks: b.ticks,
+            bytes: b.bytes,
+            pairs: b.pairs,
+        })
+    }
+
+    /// Whether a run is going on: the last pair was taken into it.
+    pub(crate) fn in_run(&self) -> bool {
+        self.run.is_some()
     }
 
     /// Forgets the current run (a loss, an end of burst, a restart): the next pair starts

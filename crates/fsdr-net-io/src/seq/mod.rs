@@ -28,6 +28,10 @@
 //!   can hold the missing time, and is zero-filled to exactly that time. A jump of time with
 //!   the counter one ahead is a time discontinuity (tagged, not filled); after an end of
 //!   burst the counter alone sizes a loss.
+//! - **A configured clock is checked, not trusted**: one that the first pairs contradict,
+//!   or a long run of consecutive packets later (by more than 5 ticks and 0.2%: an error
+//!   within the stamps' rounding over one packet), is dropped for the rate learnt from the
+//!   stream and counted (`clock_dropped`); until then a packet it cannot place is a restart.
 //! - **Without time, the nearest number**: ahead up to half the counter's period is a gap;
 //!   behind is late (position missed) or a duplicate — a duplicate only when the payload's
 //!   [`fingerprint`] equals the one received there. Different bytes at a received position

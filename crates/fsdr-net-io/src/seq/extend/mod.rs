@@ -1,6 +1,7 @@
 //! The sequence extender: short counters widened to 64 bits (rules on [`SeqExtender`]).
 
 use super::clock::{Ratio, Timebase};
+use super::estimate::RunSpan;
 use timeline::Timeline;
 
 mod timeline;
@@ -81,6 +82,16 @@ pub fn fingerprint(payload: &[u8]) -> u64 {
     h ^ (h >> 29)
 }
 
+/// What a pair that contradicts a configured clock did to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Contradiction {
+    /// The clock was dropped for the learnt rate: the packet follows the newest one.
+    Dropped,
+    /// The clock stands: the packet restarts the stream (`run_goes_on`: the pair was
+    /// taken into the learnt rate's run).
+    Restart { run_goes_on: bool },
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Newest {
     ext: u64,
@@ -119,6 +130,14 @@ struct Newest {
 /// 4. **A restart number** (CHDR's 0) out of turn restarts the stream, except just across
 ///    the counter's wrap (within [`HISTORY`](super::HISTORY) ahead), where it is the
 ///    counter's own continuation.
+/// 5. **A configured clock** ([`SeqPacket::timebase`]) **is checked against the stream**:
+///    two consecutive pairs that contradict it before any pair confirmed it drop it for the
+///    rate learnt from the stream ([`clock_dropped`](Self::clock_dropped)); after one did,
+///    the longest run of consecutive packets drops it where the ticks it spans and those
+///    the clock gives its samples differ by more than 5 ticks and 0.2% (checked from 16
+///    pairs and 1024 ticks on, then each time the run has doubled) — a clock wrong by less
+///    than the stamps' rounding over one packet, which a pair can confirm. Until then a
+///    packet such a clock cannot place is a restart, as rule 1 says.
 ///
 /// ```
 /// use fsdr_net_io::seq::{SeqExtender, SeqPacket};
@@ -240,18 +259,23 @@ impl SeqExtender {
                 // (a receiver told 200 Msps for a 491.52 Msps stream) makes every packet
                 // look so. Checked against the configured clock like any pair `learn`
                 // sees; a restart until it is dropped.
-                None if plain == 1 && !n.eob && self.contradicts_clock(&n, p) => {
-                    dropped = true;
-                    1
-                }
-                None => return self.restart(seq, p),
+                None if plain == 1 && !n.eob => match self.contradicts_clock(&n, p) {
+                    Contradiction::Dropped => {
+                        dropped = true;
+                        1
+                    }
+                    Contradiction::Restart { run_goes_on } => {
+                        return self.restart(seq, p, run_goes_on);
+                    }
+                },
+                None => return self.restart(seq, p, false),
             },
             _ => {
                 if self.restart_seq == Some(seq)
                     && !(1..=(super::HISTORY as i64).min(self.period as i64 / 2 - 1))
                         .contains(&plain)
                 {
-                    return self.restart(seq, p);
+                    return self.restart(seq, p, false);
                 }
                 match (plain <= 0, p.fingerprint) {
                     (true, Some(fp)) if p.ticks.is_none() => {
@@ -404,7 +428,12 @@ impl SeqExtender {
                     self.contradicted(tb, dt, n.units, t0);
                 }
             }
-            Some(_) => {}
+            Some(tb) => {
+                if let Some(run) = self.run_contradicts(tb) {
+                    let units = i128::from(run.bytes / u64::from(tb.unit_bytes.max(1)));
+                    self.drop_clock(tb, run.ticks, units, t0);
+                }
+            }
             None => {
                 // Positions go on from the newest packet's (under the new rate, when it
                 // changed): the learnt ratio's uncertainty grows with the distance from the
@@ -428,9 +457,45 @@ impl SeqExtender {
             self.timeline.contradicted = 1;
             return false;
         }
+        self.drop_clock(tb, dt, units, t0);
+        true
+    }
+
+    /// Whether the longest run of consecutive packets contradicts a configured clock that a
+    /// pair confirmed. One pair shows a clock's error only where it exceeds the stamps'
+    /// rounding over one packet: told 491.52 Msps at 200 MHz for a 477.8 Msps stream of
+    /// 100-sample packets, a pair is 1.2 ticks off, within the rounding, and a later gap
+    /// would be sized (or taken for a restart) by the wrong clock. A run adds the error up
+    /// while its stamps stay within a tick of the truth: checked once it spans 16 pairs and
+    /// 1024 ticks, then each time it has doubled, it contradicts the clock when the ticks it
+    /// spans and those the clock gives its samples differ by more than 5 ticks and 0.2%.
+    /// What a right clock's run can be off by stays far below that: a tick for the
+    /// rounding, and for each device time jump small enough to stay in the run (within a
+    /// tick and 1% of its pair, [`RateEstimate`](super::RateEstimate)) a tick and 1% of a
+    /// pair — which takes three of them among 16 pairs, where the smallest jump a device
+    /// makes leaves the run. A clock within 0.2% of the stream's is kept: it sizes a gap of
+    /// 500 packets within a packet, which the counter corrects.
+    fn run_contradicts(&mut self, tb: Timebase) -> Option<RunSpan> {
+        const FIRST_PAIRS: u64 = 16;
+        const FIRST_TICKS: u64 = 1024;
+        let run = self.timeline.learnt.longest_run()?;
+        if run.pairs < FIRST_PAIRS || run.ticks < self.timeline.next_check.max(FIRST_TICKS) {
+            return None;
+        }
+        self.timeline.next_check = run.ticks.saturating_mul(2);
+        let r = tb.ticks_per_unit;
+        let told = run.bytes as f64 * r.num() as f64 / (r.den() as f64 * f64::from(tb.unit_bytes));
+        let ticks = run.ticks as f64;
+        ((ticks - told).abs() > 5.0 + ticks / 500.0).then_some(run)
+    }
+
+    /// Drops the configured clock `tb` that the stream contradicted (`ticks` ticks for
+    /// `units` units where it showed: a pair or a run) for the rate learnt from the stream, positions going
+    /// on from the packet at `t0`.
+    fn drop_clock(&mut self, tb: Timebase, ticks: u64, units: i128, t0: u64) {
         tracing::warn!(
             configured = %tb.ticks_per_unit,
-            ticks = dt,
+            ticks,
             samples = units,
             "the stream's timestamps do not follow the configured tick and sample rates: \
              gaps are sized from the rate learnt from the stream instead"
@@ -438,31 +503,45 @@ impl SeqExtender {
         self.timeline.fixed = None;
         self.timeline.anchor = Some((t0, 0));
         self.timeline.clock_dropped = true;
-        true
     }
 
-    /// [`learn`](Self::learn)'s check of a configured, unconfirmed clock for a consecutive
-    /// pair that [`by_time`](Self::by_time) could not place (the time went forward less
-    /// than the newest packet's length, or back): learns the pair and says whether the
-    /// clock was dropped with it.
-    fn contradicts_clock(&mut self, n: &Newest, p: &SeqPacket) -> bool {
-        let (Some(tb), false, Some(t), Some(t0)) = (
-            self.timeline.fixed,
-            self.timeline.confirmed,
-            p.ticks,
-            n.ticks,
-        ) else {
-            return false;
+    /// [`learn`](Self::learn)'s check of a configured clock for a consecutive pair that
+    /// [`by_time`](Self::by_time) could not place (the time went forward less than the
+    /// newest packet's length, or back). Before a pair confirmed the clock, the pair counts
+    /// as a contradiction ([`contradicted`](Self::contradicted)) where it contradicts the
+    /// clock. After, such a pair is a device's time jump back — or a clock whose error the
+    /// stamps' rounding hid from the pair that confirmed it, which then makes them now and
+    /// then, whether the pair shows the error or only the packet's rounded position does:
+    /// the pair goes to the run of the learnt rate (which takes it where it fits the run:
+    /// a clock the rounding hid, not a jump) and the run decides
+    /// ([`run_contradicts`](Self::run_contradicts)).
+    fn contradicts_clock(&mut self, n: &Newest, p: &SeqPacket) -> Contradiction {
+        let restart = Contradiction::Restart { run_goes_on: false };
+        let (Some(tb), Some(t), Some(t0)) = (self.timeline.fixed, p.ticks, n.ticks) else {
+            return restart;
         };
         let dt = t.wrapping_sub(t0);
-        if (dt as i64) <= 0 || tb.ticks_per_unit.agrees(i128::from(dt), n.units) {
-            return false;
+        if (dt as i64) <= 0 {
+            return restart;
         }
-        if !self.contradicted(tb, dt, n.units, t0) {
-            return false;
+        if self.timeline.confirmed {
+            self.timeline.learnt.pair(dt, n.payload as u64);
+            let Some(run) = self.run_contradicts(tb) else {
+                return Contradiction::Restart {
+                    run_goes_on: self.timeline.learnt.in_run(),
+                };
+            };
+            let units = i128::from(run.bytes / u64::from(tb.unit_bytes.max(1)));
+            self.drop_clock(tb, run.ticks, units, t0);
+            return Contradiction::Dropped;
+        }
+        if tb.ticks_per_unit.agrees(i128::from(dt), n.units)
+            || !self.contradicted(tb, dt, n.units, t0)
+        {
+            return restart;
         }
         self.timeline.learnt.pair(dt, n.payload as u64);
-        true
+        Contradiction::Dropped
     }
 
     fn begin(&mut self, seq: u64, p: &SeqPacket, ext: u64) -> Widened {
@@ -490,11 +569,15 @@ impl SeqExtender {
         }
     }
 
-    fn restart(&mut self, seq: u64, p: &SeqPacket) -> Widened {
+    /// The sender restarted at this packet. `run_goes_on`: the pair before it was taken
+    /// into the learnt rate's run, which goes on across it.
+    fn restart(&mut self, seq: u64, p: &SeqPacket, run_goes_on: bool) -> Widened {
         let base = self.newest.map_or(0, |n| n.ext >> self.bits);
         let ext = ((base + RESTART_PERIODS) << self.bits) | seq;
         self.nominal = p.payload;
-        self.timeline.learnt.break_run();
+        if !run_goes_on {
+            self.timeline.learnt.break_run();
+        }
         let mut w = self.begin(seq, p, ext);
         w.restart = true;
         w

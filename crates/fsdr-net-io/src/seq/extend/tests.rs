@@ -158,6 +158,40 @@ fn a_configured_rate_slower_than_the_stream_is_dropped() {
     assert!(x.extend(&back).restart);
 }
 
+/// A clock wrong by less than the stamps' rounding over one packet: told 491.52 Msps at
+/// 200 MHz for a 477.8 Msps stream of 100-sample packets, a pair is 1.2 ticks off and the
+/// first one can confirm the clock. The run of consecutive packets after it cannot: once it
+/// spans 16 pairs and 1024 ticks the clock is dropped, and a later loss of 40 packets is
+/// sized by the counter and the learnt rate — with CHDR's 16-bit counter (before: a
+/// restart) and with VRT's 4-bit one (before: sized 56 and flagged ambiguous).
+#[test]
+fn a_clock_wrong_within_a_pairs_rounding_is_dropped_over_a_run() {
+    for bits in [16u32, 4] {
+        let tb = Timebase::of_rates(200e6, 491.52e6, 4);
+        let mut x = SeqExtender::new(bits, (bits == 16).then_some(0));
+        let stamp = |k: u64| (k as f64 * 100.0 * 200e6 / 477.8e6).floor() as u64;
+        let mut prev: Option<(u64, u64)> = None;
+        for k in (0..400).filter(|k| !(300..340).contains(k)) {
+            let w = x.extend(&SeqPacket {
+                seq: k & ((1 << bits) - 1),
+                ticks: Some(stamp(k)),
+                timebase: tb,
+                payload: 400,
+                ..Default::default()
+            });
+            assert!(!w.restart && !w.ambiguous, "{bits} bits, packet {k}: {w:?}");
+            if let Some((pk, pe)) = prev {
+                assert_eq!(w.ext - pe, k - pk, "{bits} bits, packet {k}: {w:?}");
+            }
+            prev = Some((k, w.ext));
+            if k == 1 {
+                assert!(x.timeline.confirmed, "the first pair confirms it");
+            }
+        }
+        assert!(x.clock_dropped(), "{bits} bits");
+    }
+}
+
 /// Without a timebase the ratio is learnt; until a run pins it, the counter decides
 /// (here a 16-bit one, right across a loss far away), and a gap is sized in packets.
 #[test]
@@ -378,6 +412,73 @@ proptest::proptest! {
             prev = Some((k, w.ext));
         }
         proptest::prop_assert!(restarts <= 1);
+        proptest::prop_assert!(x.clock_dropped());
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// A configured rate 0.3% to 3% off the stream's, with an error a pair can hide (at
+    /// most two ticks a packet: coarse ticks, short packets), 200 MHz ticks, CHDR's 16-bit
+    /// counter and VRT's 4-bit one, losses of up to 40 packets anywhere after the run has
+    /// had its checks (16 pairs and 1024 ticks, then each doubling, up to the span that
+    /// shows the error): then no restart, every offset the counter's (none flagged with 16
+    /// bits), and the clock dropped. (Before, a pair that shows the error after all is a
+    /// restart: the first contradiction, or one after the clock was confirmed, which might
+    /// be a device's time jump back; before this rule such restarts went on for as long
+    /// as the stream, a stream 0.5% faster than told making one every 12 packets.)
+    #[test]
+    fn a_wrong_rate_a_pair_hides_is_dropped_before_it_sizes_a_loss(
+        told in proptest::sample::select(vec![200e6, 100e6, 61.44e6, 30.72e6, 491.52e6]),
+        faster in proptest::bool::ANY,
+        error in 0.0..1.0f64,
+        size in 0.0..1.0f64,
+        bits in proptest::sample::select(vec![16u32, 4]),
+        losses in proptest::collection::vec((0u64..300, 1u64..40), 0..6),
+    ) {
+        let tb = Timebase::of_rates(200e6, told, 4);
+        let mut x = SeqExtender::new(bits, (bits == 16).then_some(0));
+        // The stream's rate 0.3% to 3% off, at most two ticks over 16 samples.
+        let widest = (2.0 / (16.0 * 200e6 / told)).min(0.03);
+        let off = 0.003 + error * (widest - 0.003);
+        let ticks_per_sample = 200e6 / (told * if faster { 1.0 + off } else { 1.0 - off });
+        // Packets of 16 samples up to those two ticks off (at most 2000 samples).
+        let most = (2.0 / (ticks_per_sample - 200e6 / told).abs()).min(2000.0);
+        let spp = (16.0 + size * (most - 16.0)) as u64;
+        let per_packet = spp as f64 * ticks_per_sample;
+        let told_ticks = spp as f64 * 200e6 / told;
+        let stamp = |k: u64| (k as f64 * per_packet).floor() as u64;
+        // The span a check shows the error at (a tick more for the stamps' rounding), and
+        // the checks before it: the first at 16 pairs and 1024 ticks, then each time the
+        // run has doubled (and gone on to the next pair); the run starts by the third
+        // packet (a first contradiction is a restart).
+        let rel = (1.0 - told_ticks / per_packet).abs();
+        let shows = (6.0 / (rel - 0.002)).max(1024.0).max(16.0 * per_packet);
+        let checked = ((2.0 * shows + 3.0 * per_packet) / per_packet).ceil() as u64 + 4;
+        let lost: std::collections::BTreeSet<u64> = losses
+            .iter()
+            .flat_map(|&(at, n)| checked + at..checked + at + n)
+            .collect();
+        let mut prev: Option<(u64, u64)> = None;
+        for k in (0..checked + 400).filter(|k| !lost.contains(k)) {
+            let w = x.extend(&SeqPacket {
+                seq: k & ((1 << bits) - 1),
+                ticks: Some(stamp(k)),
+                timebase: tb,
+                payload: 4 * spp as usize,
+                ..Default::default()
+            });
+            // (With 4 bits a loss of 8 or more is past what the counter tells: the time
+            // sizes it, and coarse stamps cannot prove it — flagged, by the rules.)
+            proptest::prop_assert!(bits == 4 || !w.ambiguous, "packet {k}: {w:?}");
+            if w.restart {
+                proptest::prop_assert!(k < checked, "restart at packet {k}: {w:?}");
+            } else if let Some((pk, pe)) = prev {
+                proptest::prop_assert_eq!(w.ext - pe, k - pk, "packet {}", k);
+            }
+            prev = Some((k, w.ext));
+        }
         proptest::prop_assert!(x.clock_dropped());
     }
 }

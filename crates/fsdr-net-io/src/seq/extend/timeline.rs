@@ -18,6 +18,9 @@ pub(super) struct Timeline {
     pub(super) confirmed: bool,
     /// Pairs that contradicted it before any agreed (a device's time jump makes one).
     pub(super) contradicted: u32,
+    /// Ticks the longest run of consecutive packets must span before a confirmed
+    /// configured timebase is checked against it again (`SeqExtender::run_contradicts`).
+    pub(super) next_check: u64,
     /// The configured timebase was dropped for the learnt rate (the stream contradicted it).
     pub(super) clock_dropped: bool,
     /// What the learnt ratio gives, kept until it changes (divisions, on every packet
