@@ -133,11 +133,24 @@ impl Tracking {
     }
 }
 
+/// The timeline a datagram's position is on: the extender's, numbered anew where it
+/// changes (a configured clock dropped for the learnt rate: samples become bytes, from
+/// another anchor), and its bytes per unit. A gap is sized from two positions only on the
+/// same timeline — a datagram held for a missing one was placed before such a change, the
+/// one delivered before it too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Scale {
+    epoch: u32,
+    unit: u64,
+}
+
 /// A datagram inside the reorder window, with what its gap needs.
 #[derive(Debug)]
 struct Held<T> {
     item: T,
     start: Option<i128>,
+    /// The timeline `start` is on.
+    scale: Scale,
     units: i128,
     payload: usize,
     eob: bool,
@@ -148,6 +161,8 @@ struct Held<T> {
 #[derive(Debug, Clone, Copy)]
 struct Last {
     end: Option<i128>,
+    /// The timeline `end` is on.
+    scale: Scale,
     eob: bool,
 }
 
@@ -290,6 +305,15 @@ impl<T> StreamOrder<T> {
         self.reorder.furthest_item().map(|h| &h.item)
     }
 
+    /// The timeline the extender places datagrams on now.
+    fn scale(&self) -> Scale {
+        let x = self.extender.as_ref();
+        Scale {
+            epoch: x.map_or(0, |x| x.epoch()),
+            unit: x.and_then(|x| x.rate()).map_or(1, |(_, u)| u as u64),
+        }
+    }
+
     fn units(&self, payload: usize) -> i128 {
         let unit = self
             .extender
@@ -312,6 +336,7 @@ impl<T> StreamOrder<T> {
         let held = Held {
             item,
             start: w.start,
+            scale: self.scale(),
             units: self.units(p.payload),
             payload: p.payload,
             eob: p.eob,
@@ -361,6 +386,7 @@ impl<T> StreamOrder<T> {
         self.nominal = self.nominal.max(p.payload);
         self.last = Some(Last {
             end: w.start.map(|s| s + self.units(p.payload)),
+            scale: self.scale(),
             eob: p.eob,
         });
         // `note_held` with nothing held.
@@ -371,11 +397,6 @@ impl<T> StreamOrder<T> {
 
     /// Sizes the gap of each released datagram, in release (= delivery) order.
     fn release(&mut self, from: &mut Vec<Released<Held<T>>>, out: &mut Vec<Released<T>>) {
-        let unit = self
-            .extender
-            .as_ref()
-            .and_then(|x| x.rate())
-            .map_or(1, |(_, u)| u as u64);
         for r in from.drain(..) {
             let h = r.item;
             let mut gap = Gap::default();
@@ -390,9 +411,10 @@ impl<T> StreamOrder<T> {
                             Some(s),
                             Some(Last {
                                 end: Some(e),
+                                scale,
                                 eob: false,
                             }),
-                        ) if s >= e => Some((s - e) as u64 * unit),
+                        ) if s >= e && scale == h.scale => Some((s - e) as u64 * scale.unit),
                         _ => None,
                     };
                     gap = Gap {
@@ -404,6 +426,7 @@ impl<T> StreamOrder<T> {
                 }
                 self.last = Some(Last {
                     end: h.start.map(|s| s + h.units),
+                    scale: h.scale,
                     eob: h.eob,
                 });
             }
@@ -470,113 +493,4 @@ impl<T> StreamOrder<T> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::seq::SeqPacket;
-
-    /// Found by the `seq_books` fuzz target: stragglers far behind (beyond the history) in a
-    /// row restart a 64-bit counter's stream, the one rule that format has; a short counter
-    /// with time placed each of them itself, so they stay late — a restart there is a
-    /// counter that disagrees with the time.
-    #[test]
-    fn far_behind_runs_restart_only_a_64_bit_counter() {
-        for (format, want) in [(Format::Chdr, false), (Format::Seq64, true)] {
-            let tracking = Tracking::for_format(format, 1).unwrap();
-            let mut order = StreamOrder::<u64>::new(tracking, 8);
-            let mut out = Vec::new();
-            let mut push = |k: u64, out: &mut Vec<Released<u64>>| {
-                let p = SeqPacket {
-                    seq: if format == Format::Chdr {
-                        k % 65536
-                    } else {
-                        k + 1
-                    },
-                    ticks: Some(k * 100),
-                    timebase: crate::seq::Timebase::of_rates(1.0, 1.0, 4),
-                    payload: 400,
-                    ..Default::default()
-                };
-                let w = order.widen(&p);
-                order.push(w, &p, k, out);
-            };
-            for k in 0..2000 {
-                push(k, &mut out);
-            }
-            out.clear();
-            for k in 100..106 {
-                push(k, &mut out);
-            }
-            let events: Vec<_> = out.iter().map(|r| r.event).collect();
-            let restarted = events.contains(&SeqEvent::Resync);
-            assert_eq!(restarted, want, "{format:?}: {events:?}");
-            if !want {
-                assert!(events.iter().all(|e| *e == SeqEvent::Late), "{events:?}");
-            }
-        }
-    }
-
-    /// The reorder timeout of each gap counts from the arrival that showed it: when a window
-    /// passes or a wait ends and a later gap becomes the one waited for, `held_since` is when
-    /// that gap was seen — not the time of the decision, which made several gaps held at
-    /// once (a stall, the end of a stream) wait one timeout after another.
-    #[test]
-    fn held_since_is_when_the_gap_waited_for_was_seen() {
-        let tracking = Tracking::for_format(Format::Seq64, 1).unwrap();
-        let mut order = StreamOrder::<u64>::new(tracking, 4);
-        let mut out = Vec::new();
-        let push = |order: &mut StreamOrder<u64>, seq: u64, out: &mut Vec<_>| {
-            let p = SeqPacket {
-                seq,
-                payload: 8,
-                ..Default::default()
-            };
-            let w = order.widen(&p);
-            order.push(w, &p, seq, out);
-        };
-        let pause = || std::thread::sleep(std::time::Duration::from_millis(2));
-        // 2 is missing: 3 is held.
-        for seq in [1, 3] {
-            push(&mut order, seq, &mut out);
-        }
-        let first = order.held_since().expect("3 is held");
-        pause();
-        // 4 is missing too: 5 shows it, 6 is held behind it.
-        let seen = Instant::now();
-        for seq in [5, 6] {
-            push(&mut order, seq, &mut out);
-        }
-        let after = Instant::now();
-        assert_eq!(order.held_since(), Some(first), "still waiting for 2");
-        pause();
-        // 7 passes the window for 2: 4 is waited for now, since 5 came.
-        push(&mut order, 7, &mut out);
-        assert_eq!(order.held(), 3, "5, 6 and 7 wait for 4");
-        let since = order.held_since().expect("held");
-        assert!(
-            seen <= since && since <= after,
-            "waiting for 4 since 5 came"
-        );
-        // Giving up on 5 (a timeout) with 9 held for 7 and 8: 7 is waited for since 9 came.
-        let mut order = StreamOrder::<u64>::new(tracking, 8);
-        for seq in [4, 6] {
-            push(&mut order, seq, &mut out);
-        }
-        pause();
-        let seen = Instant::now();
-        push(&mut order, 9, &mut out);
-        let after = Instant::now();
-        pause();
-        assert!(order.flush_oldest(&mut out));
-        assert_eq!(order.held(), 1, "9 waits for 7 and 8");
-        let since = order.held_since().expect("held");
-        assert!(
-            seen <= since && since <= after,
-            "waiting for 7 since 9 came"
-        );
-        // Late 7 and 8 end the wait.
-        for seq in [7, 8] {
-            push(&mut order, seq, &mut out);
-        }
-        assert_eq!((order.held(), order.held_since()), (0, None));
-    }
-}
+mod tests;

@@ -196,6 +196,13 @@ impl SeqExtender {
         self.timeline.clock_dropped
     }
 
+    /// The number of the timeline positions ([`Widened::start`]) are on: it changes where
+    /// positions from before cannot be compared with positions after (a configured clock
+    /// dropped, a restart).
+    pub(crate) fn epoch(&self) -> u32 {
+        self.timeline.epoch
+    }
+
     /// The largest payload since the stream (re)started.
     pub fn nominal(&self) -> usize {
         self.nominal
@@ -503,6 +510,7 @@ impl SeqExtender {
         self.timeline.fixed = None;
         self.timeline.anchor = Some((t0, 0));
         self.timeline.clock_dropped = true;
+        self.timeline.epoch = self.timeline.epoch.wrapping_add(1);
     }
 
     /// [`learn`](Self::learn)'s check of a configured clock for a consecutive pair that
@@ -549,6 +557,7 @@ impl SeqExtender {
             self.timeline.fixed = p.timebase;
         }
         self.timeline.anchor = p.ticks.map(|t| (t, 0));
+        self.timeline.epoch = self.timeline.epoch.wrapping_add(1);
         let start = p.ticks.map(|_| 0);
         self.prints.clear();
         self.remember_print(ext, p.fingerprint.filter(|_| p.ticks.is_none()));

@@ -18,6 +18,9 @@ pub(super) struct Timeline {
     pub(super) confirmed: bool,
     /// Pairs that contradicted it before any agreed (a device's time jump makes one).
     pub(super) contradicted: u32,
+    /// Numbers the timeline: changed where positions start from another anchor or in
+    /// other units (`SeqExtender::epoch`).
+    pub(super) epoch: u32,
     /// Ticks the longest run of consecutive packets must span before a confirmed
     /// configured timebase is checked against it again (`SeqExtender::run_contradicts`).
     pub(super) next_check: u64,
