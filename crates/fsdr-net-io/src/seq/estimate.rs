@@ -16,7 +16,10 @@ use super::clock::Ratio;
 /// `1/B` before; where the ratio is not a simple fraction (490.517 Msps at 200 MHz: 50000/490517
 /// ticks a byte) it goes on narrowing, each estimate kept until the bounds exclude it.
 /// Timestamps off by more than their rounding (a sender's jitter) leave the bounds empty:
-/// they start again from the run's whole span.
+/// they start again from the run's whole span. A pair off the longest run's bounds by more
+/// than a tick and 1% (a device's time jump) is left out and ends the run; judged against
+/// the bounds, not the estimate, so that a stream whose packets span a fractional number
+/// of ticks (41.86, stamped 41 or 42) is not cut after its first pair.
 ///
 /// ```
 /// use fsdr_net_io::seq::{RateEstimate, Ratio};
