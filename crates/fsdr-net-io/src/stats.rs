@@ -189,7 +189,7 @@ counters! {
         resyncs, "Sequence restarts: sender restarts, or jumps beyond the allowed gap.";
         reordered, "Datagrams that arrived out of order and were put back in order.";
         unconsumed, "Datagrams received but not taken by the consumer before shutdown.";
-        ambiguous, "Datagrams whose place the format could not prove (a short counter without timestamps: new data at a number behind the stream, after a loss of half the counter's period or more; delivered, and the loss counted modulo the period).";
+        ambiguous, "Datagrams whose place the format could not prove (a short counter without timestamps: new data at a number behind the stream, after a loss of half the counter's period or more; delivered, and the loss counted modulo the period; or a gap a rate learnt from the stream's stamps sized at other than whole packets: a short packet lost, or stamps rounded at a rate near the learnt one, a tick off).";
         clock_dropped, "Streams whose timestamps contradicted the configured tick and sample rates (two consecutive pairs before any agreed, or a run of consecutive packets by more than 5 ticks and 0.2% after one did: a receiver told the wrong rate); their gaps were sized from the rate learnt from the stream instead, and a warning named both.";
         stream_ns, "Nanoseconds from the arrival of the first delivered datagram to that of the latest: the stream's span, without the wait before it or the idle time after it (delivered_bytes / stream_ns is the stream's rate).";
     }

@@ -104,7 +104,8 @@ pub struct GapEvent {
     /// Sequence number of the datagram after the gap.
     pub seq: Option<u64>,
     /// The format could not prove the count ([`Gap::ambiguous`]): the loss is `frames` plus
-    /// an unknown multiple of the counter's period.
+    /// an unknown multiple of the counter's period; or the size, within a tick (a rate
+    /// learnt from the stream gave other than whole packets).
     #[serde(default)]
     pub ambiguous: bool,
 }

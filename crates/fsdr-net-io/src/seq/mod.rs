@@ -37,7 +37,11 @@
 //!   [`fingerprint`] equals the one received there. Different bytes at a received position
 //!   are new data after a long loss: delivered, counted `ambiguous`.
 //! - **Lost items**: from the timestamps where usable; otherwise lost packets × the largest
-//!   payload since the stream (re)started.
+//!   payload since the stream (re)started. A rate learnt from the stream sizes from the time
+//!   only where its stamps are exact as far as a run can tell (whole ticks a packet, each
+//!   stamp on the ratio's grid, no consecutive pair a tick off); a gap it sizes at other
+//!   than whole packets is flagged `ambiguous` (a short packet lost cannot be told from
+//!   stamps rounded at a rate near the learnt one until a run shows the rounding).
 //! - A timestamp is exact to the item when ticks per item is an integer or more than 2
 //!   ([`Ratio::inverts_exactly`]). Otherwise (ticks longer than half an item: an X410
 //!   channel at 491.52 Msps stamped at 200 MHz) a sender's stamps, rounded to whole ticks,

@@ -44,7 +44,10 @@ pub struct Gap {
     pub bytes: Option<u64>,
     /// The format could not prove the count: a short counter without timestamps saw a
     /// packet whose number was behind but whose payload was not the one received there, so
-    /// the loss is `frames` plus an unknown multiple of the counter's period.
+    /// the loss is `frames` plus an unknown multiple of the counter's period. Or the size:
+    /// a rate learnt from the stream's stamps gave the gap other than whole packets — a
+    /// short packet lost, or stamps rounded at a rate near the learnt one, a tick off —
+    /// which only a longer run tells apart (`bytes` is the time's).
     pub ambiguous: bool,
 }
 

@@ -1,9 +1,10 @@
 //! The sequence extender: short counters widened to 64 bits (rules on [`SeqExtender`]).
 
 use super::clock::{Ratio, Timebase};
-use super::estimate::RunSpan;
+use check::Contradiction;
 use timeline::Timeline;
 
+mod check;
 mod timeline;
 
 /// Counter periods a restart jumps ahead: far beyond any gap the tracker accepts (2^20
@@ -40,7 +41,9 @@ pub struct Widened {
     /// Where the packet starts on the stream's timeline, in units of the timebase (bytes
     /// when the rate is learnt), when its timestamp is usable.
     pub start: Option<i128>,
-    /// The format could not prove this placement (a short counter without timestamps).
+    /// The format could not prove this placement (a short counter without timestamps), or
+    /// the size of the gap before it (a rate learnt from the stream that gives it other than
+    /// whole packets: [`SeqExtender`]'s rule 1).
     pub ambiguous: bool,
     /// The sender restarted here.
     pub restart: bool,
@@ -82,21 +85,13 @@ pub fn fingerprint(payload: &[u8]) -> u64 {
     h ^ (h >> 29)
 }
 
-/// What a pair that contradicts a configured clock did to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Contradiction {
-    /// The clock was dropped for the learnt rate: the packet follows the newest one.
-    Dropped,
-    /// The clock stands: the packet restarts the stream (`run_goes_on`: the pair was
-    /// taken into the learnt rate's run).
-    Restart { run_goes_on: bool },
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Newest {
     ext: u64,
     ticks: Option<u64>,
     start: Option<i128>,
+    /// `start` where the timeline pins it ([`Widened::start`]).
+    pinned: Option<i128>,
     /// Units the packet held (payload bytes / unit bytes).
     units: i128,
     payload: usize,
@@ -119,6 +114,11 @@ struct Newest {
 ///    loss (a device overflow, a burst's gap; tagged, not filled), otherwise the sender
 ///    restarted. A packet that starts behind the newest one is a duplicate, a late one or
 ///    a reordered one when its position and counter agree, and a restart when they do not.
+///    A learnt ratio gives a position for sizing a gap ([`Widened::start`]) only where a
+///    packet spans whole ticks under it and the stamp lies on its grid, until a consecutive
+///    pair shows its stamps rounded (a ratio only near the stream's: 24.007 ticks a packet
+///    learnt as 24); a gap it sizes at other than whole packets is flagged `ambiguous` (a
+///    short packet lost, or such rounding where nothing showed it yet).
 /// 2. **After an end of burst** the next burst may start at any time: the counter alone
 ///    sizes a loss there. So it does where a learnt ratio is not yet pinned well enough to
 ///    place a packet (its uncertainty over the distance reaches half a packet).
@@ -248,8 +248,13 @@ impl SeqExtender {
         // a packet's position by up to a tick's worth).
         let start = p
             .ticks
-            .and_then(|t| self.timeline.position(t))
-            .map(|s| (s, self.timeline.tolerance(s) + self.timeline.quantum()))
+            .and_then(|t| self.timeline.place(t))
+            .map(|s| {
+                (
+                    s.pos,
+                    self.timeline.tolerance(s.pos) + self.timeline.quantum(),
+                )
+            })
             .filter(|&(_, tol)| 2 * tol < nominal);
         let mut ambiguous = false;
         // The configured clock was dropped on this packet: it is the next one, and the pair
@@ -298,7 +303,20 @@ impl SeqExtender {
         if !dropped {
             self.learn(&n, offset, p);
         }
-        let start = p.ticks.and_then(|t| self.timeline.position(t));
+        let place = p.ticks.and_then(|t| self.timeline.place(t));
+        let start = place.map(|s| s.pos);
+        // Where it starts, for sizing a gap before it: only where the timeline pins it.
+        let pinned = place
+            .filter(|&s| self.timeline.pinned(s, nominal))
+            .map(|s| s.pos);
+        // A gap a learnt ratio sizes at other than whole packets: a short packet lost, or
+        // stamps rounded at a rate near the learnt one (a tick off where the rounding moved
+        // one), which only a longer run tells apart. Sized by the time, and flagged.
+        if let (Some(s), Some(ns), true) = (pinned, n.pinned, offset > 1) {
+            ambiguous |= self.timeline.fixed.is_none()
+                && !n.eob
+                && s - (ns + n.units) != i128::from(offset - 1) * nominal;
+        }
         if p.ticks.is_none() {
             self.remember_print(ext, p.fingerprint);
         }
@@ -307,6 +325,7 @@ impl SeqExtender {
                 ext,
                 ticks: p.ticks,
                 start,
+                pinned,
                 units: self.units(p.payload),
                 payload: p.payload,
                 eob: p.eob,
@@ -314,8 +333,7 @@ impl SeqExtender {
         }
         Widened {
             ext,
-            // Where it starts, for sizing a gap before it: only where the timeline pins it.
-            start: start.filter(|&s| self.timeline.pinned(s, nominal)),
+            start: pinned,
             ambiguous,
             restart: false,
         }
@@ -427,6 +445,10 @@ impl SeqExtender {
             return;
         }
         let changed = self.timeline.learnt.pair(dt, n.payload as u64);
+        if self.timeline.fixed.is_none() && !changed {
+            self.timeline
+                .saw_pair(dt, n.payload as u64, self.nominal as u64);
+        }
         match self.timeline.fixed {
             Some(tb) if !self.timeline.confirmed => {
                 if tb.ticks_per_unit.agrees(i128::from(dt), n.units) {
@@ -454,104 +476,6 @@ impl SeqExtender {
         }
     }
 
-    /// A consecutive pair `dt` ticks apart whose first packet held `units` contradicted the
-    /// configured clock `tb` before any pair confirmed it: the first time, possibly a
-    /// device's time jump; the second, the clock is wrong and is dropped for the rate learnt
-    /// from the stream, positions going on from the pair's first packet (at `t0`). True
-    /// when dropped.
-    fn contradicted(&mut self, tb: Timebase, dt: u64, units: i128, t0: u64) -> bool {
-        if self.timeline.contradicted == 0 {
-            self.timeline.contradicted = 1;
-            return false;
-        }
-        self.drop_clock(tb, dt, units, t0);
-        true
-    }
-
-    /// Whether the longest run of consecutive packets contradicts a configured clock that a
-    /// pair confirmed. One pair shows a clock's error only where it exceeds the stamps'
-    /// rounding over one packet: told 491.52 Msps at 200 MHz for a 477.8 Msps stream of
-    /// 100-sample packets, a pair is 1.2 ticks off, within the rounding, and a later gap
-    /// would be sized (or taken for a restart) by the wrong clock. A run adds the error up
-    /// while its stamps stay within a tick of the truth: checked once it spans 16 pairs and
-    /// 1024 ticks, then each time it has doubled, it contradicts the clock when the ticks it
-    /// spans and those the clock gives its samples differ by more than 5 ticks and 0.2%.
-    /// What a right clock's run can be off by stays far below that: a tick for the
-    /// rounding, and for each device time jump small enough to stay in the run (within a
-    /// tick and 1% of its pair, [`RateEstimate`](super::RateEstimate)) a tick and 1% of a
-    /// pair — which takes three of them among 16 pairs, where the smallest jump a device
-    /// makes leaves the run. A clock within 0.2% of the stream's is kept: it sizes a gap of
-    /// 500 packets within a packet, which the counter corrects.
-    fn run_contradicts(&mut self, tb: Timebase) -> Option<RunSpan> {
-        const FIRST_PAIRS: u64 = 16;
-        const FIRST_TICKS: u64 = 1024;
-        let run = self.timeline.learnt.longest_run()?;
-        if run.pairs < FIRST_PAIRS || run.ticks < self.timeline.next_check.max(FIRST_TICKS) {
-            return None;
-        }
-        self.timeline.next_check = run.ticks.saturating_mul(2);
-        let r = tb.ticks_per_unit;
-        let told = run.bytes as f64 * r.num() as f64 / (r.den() as f64 * f64::from(tb.unit_bytes));
-        let ticks = run.ticks as f64;
-        ((ticks - told).abs() > 5.0 + ticks / 500.0).then_some(run)
-    }
-
-    /// Drops the configured clock `tb` that the stream contradicted (`ticks` ticks for
-    /// `units` units where it showed: a pair or a run) for the rate learnt from the stream, positions going
-    /// on from the packet at `t0`.
-    fn drop_clock(&mut self, tb: Timebase, ticks: u64, units: i128, t0: u64) {
-        tracing::warn!(
-            configured = %tb.ticks_per_unit,
-            ticks,
-            samples = units,
-            "the stream's timestamps do not follow the configured tick and sample rates: \
-             gaps are sized from the rate learnt from the stream instead"
-        );
-        self.timeline.fixed = None;
-        self.timeline.anchor = Some((t0, 0));
-        self.timeline.clock_dropped = true;
-        self.timeline.epoch = self.timeline.epoch.wrapping_add(1);
-    }
-
-    /// [`learn`](Self::learn)'s check of a configured clock for a consecutive pair that
-    /// [`by_time`](Self::by_time) could not place (the time went forward less than the
-    /// newest packet's length, or back). Before a pair confirmed the clock, the pair counts
-    /// as a contradiction ([`contradicted`](Self::contradicted)) where it contradicts the
-    /// clock. After, such a pair is a device's time jump back — or a clock whose error the
-    /// stamps' rounding hid from the pair that confirmed it, which then makes them now and
-    /// then, whether the pair shows the error or only the packet's rounded position does:
-    /// the pair goes to the run of the learnt rate (which takes it where it fits the run:
-    /// a clock the rounding hid, not a jump) and the run decides
-    /// ([`run_contradicts`](Self::run_contradicts)).
-    fn contradicts_clock(&mut self, n: &Newest, p: &SeqPacket) -> Contradiction {
-        let restart = Contradiction::Restart { run_goes_on: false };
-        let (Some(tb), Some(t), Some(t0)) = (self.timeline.fixed, p.ticks, n.ticks) else {
-            return restart;
-        };
-        let dt = t.wrapping_sub(t0);
-        if (dt as i64) <= 0 {
-            return restart;
-        }
-        if self.timeline.confirmed {
-            self.timeline.learnt.pair(dt, n.payload as u64);
-            let Some(run) = self.run_contradicts(tb) else {
-                return Contradiction::Restart {
-                    run_goes_on: self.timeline.learnt.in_run(),
-                };
-            };
-            let units = i128::from(run.bytes / u64::from(tb.unit_bytes.max(1)));
-            self.drop_clock(tb, run.ticks, units, t0);
-            return Contradiction::Dropped;
-        }
-        if tb.ticks_per_unit.agrees(i128::from(dt), n.units)
-            || !self.contradicted(tb, dt, n.units, t0)
-        {
-            return restart;
-        }
-        self.timeline.learnt.pair(dt, n.payload as u64);
-        Contradiction::Dropped
-    }
-
     fn begin(&mut self, seq: u64, p: &SeqPacket, ext: u64) -> Widened {
         if p.timebase.is_some() && !self.timeline.confirmed {
             self.timeline.fixed = p.timebase;
@@ -565,6 +489,7 @@ impl SeqExtender {
             ext,
             ticks: p.ticks,
             start,
+            pinned: start,
             units: self.units(p.payload),
             payload: p.payload,
             eob: p.eob,

@@ -344,19 +344,21 @@ fn ticks_coarser_than_a_sample_are_no_restarts() {
 
 /// Where a packet spans a whole number of ticks under the learnt ratio (a tick a sample, as
 /// VRT's sample counts; 1996 samples), stamps are exact: positions pin, and a gap is sized
-/// from the time.
+/// from the time — also after a device's time jump (here 5000 samples at packet 2500),
+/// which is no sign of stamps rounded to the tick.
 #[test]
 fn whole_ticks_a_packet_pin_the_learnt_positions() {
     let mut x = SeqExtender::new(16, Some(0));
     let mut pinned = 0;
+    let jump = |k: u64| if k >= 2500 { 5000 } else { 0 };
     for k in (0..5000u64).filter(|k| k % 97 != 50) {
-        let mut p = pkt(k & 0xffff, Some(k * 1996), 7984);
+        let mut p = pkt(k & 0xffff, Some(k * 1996 + jump(k)), 7984);
         p.timebase = None;
         let w = x.extend(&p);
         assert!(!w.restart);
         assert_eq!(w.ext, k);
         if let Some(s) = w.start {
-            assert_eq!(s, k as i128 * 7984, "packet {k}");
+            assert_eq!(s, (k * 7984 + 4 * jump(k)) as i128, "packet {k}");
             pinned += 1;
         }
     }

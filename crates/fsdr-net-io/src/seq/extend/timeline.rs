@@ -7,6 +7,38 @@ use std::cell::Cell;
 use super::super::RateEstimate;
 use super::super::clock::{Ratio, Timebase};
 
+/// Where a timestamp puts a packet on the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Place {
+    /// In units of the timebase (bytes when the ratio is learnt).
+    pub(super) pos: i128,
+    /// The stamp lies where the ratio puts a whole unit, as far as a right ratio's
+    /// rounding lets it ([`exact`]); always with a configured timebase.
+    pub(super) exact: bool,
+}
+
+/// Whether `dt` ticks from the anchor lie where the learnt ratio `r` (ticks per byte) puts
+/// a whole byte, as far as the ratio's own rounding of a stamp lets them: exactly, where a
+/// tick spans a byte or more (there a stamp a tick off its fellows — rounded by a ratio
+/// only near the stream's — still lies within half a tick of some byte); within half a
+/// tick, where it spans half a byte to a byte (a right ratio's stamp rounded to the tick;
+/// one a whole tick off is not, up to two thirds of a byte a tick); always, below (a tick
+/// off rounds away).
+/// (`units`: `dt` in bytes, rounded.)
+fn exact(r: Ratio, dt: i128, units: i128) -> bool {
+    let (num, den) = (i128::from(r.num()), i128::from(r.den()));
+    if 2 * den < num {
+        return true;
+    }
+    // Ticks (times den) the stamp lies off where the ratio puts `units` bytes.
+    let off = dt * den - units * num;
+    if den >= num {
+        off == 0
+    } else {
+        2 * off.abs() <= den
+    }
+}
+
 /// The stream's timeline: ticks to positions.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Timeline {
@@ -26,16 +58,20 @@ pub(super) struct Timeline {
     pub(super) next_check: u64,
     /// The configured timebase was dropped for the learnt rate (the stream contradicted it).
     pub(super) clock_dropped: bool,
+    /// A learnt ratio under which a consecutive pair of full packets spanned other than the
+    /// whole ticks it gives them ([`Timeline::saw_pair`]): the stream's stamps are rounded,
+    /// the ratio only near the stream's, and no position pins while it is the estimate.
+    rounded: Option<Ratio>,
     /// What the learnt ratio gives, kept until it changes (divisions, on every packet
     /// otherwise): the ratio, [`Timeline::quantum`], [`Timeline::least`].
     per_ratio: Cell<Option<(Ratio, i128, i128)>>,
     /// Whether a packet of `nominal` units spans whole ticks, for the ratio and `nominal`
     /// last asked about.
     whole: Cell<Option<(Ratio, i128, bool)>>,
-    /// Ticks from the anchor recently turned into units (and which entry goes next): a
+    /// Ticks from the anchor recently turned into places (and which entry goes next): a
     /// steady stream's anchor moves along with every packet, so the same few distances
     /// come again.
-    recent: [Cell<Option<(Ratio, i128, i128)>>; 4],
+    recent: [Cell<Option<(Ratio, i128, Place)>>; 4],
     next_recent: Cell<usize>,
 }
 
@@ -122,28 +158,64 @@ impl Timeline {
         }
     }
 
-    /// Whether a position is pinned to the tick (so a gap can be sized from it): with a
+    /// Whether a place is pinned to the tick (so a gap can be sized from it): with a
     /// learnt ratio, once it is tight enough, and only where a packet of `nominal` units
     /// spans a whole number of ticks — otherwise every stamp is rounded to a tick and a gap
     /// sized from two of them could be off by that much (it is sized from the packets
-    /// missed instead).
-    pub(super) fn pinned(&self, pos: i128, nominal: i128) -> bool {
+    /// missed instead). A learnt ratio of whole ticks a packet may also be only near the
+    /// stream's (an X410 channel in 59-sample packets spans 24.007 ticks of 200 MHz, learnt
+    /// as 24 until a run of some 300 packets excludes it): its stamps are then rounded, and
+    /// now and then one is a tick off the others. So a place pins only where its stamp is
+    /// [exact](Place::exact) and no consecutive pair has shown the ratio's stamps rounded
+    /// ([`Timeline::saw_pair`]).
+    pub(super) fn pinned(&self, place: Place, nominal: i128) -> bool {
         // A configured timebase pins every position where its stamps invert exactly; where
         // a tick is longer than half a sample, none (a gap is sized from the packets
         // missed, the stamps being a tick off either way).
         if let Some(tb) = self.fixed {
             return tb.ticks_per_unit.inverts_exactly();
         }
-        let whole_ticks = self.learnt.get().is_some_and(|r| match self.whole.get() {
+        let Some(r) = self.learnt.get() else {
+            return false;
+        };
+        place.exact
+            && self.rounded != Some(r)
+            && self.whole_ticks(r, nominal)
+            // `least` comes from 64 bits: converted from them (from 128 it is a library call).
+            && 2.0 * self.error(place.pos) < self.least() as u64 as f64
+    }
+
+    /// Whether a packet of `nominal` units spans a whole number of ticks under `r`.
+    fn whole_ticks(&self, r: Ratio, nominal: i128) -> bool {
+        match self.whole.get() {
             Some((cr, cn, whole)) if cr == r && cn == nominal => whole,
             _ => {
                 let whole = (i128::from(r.num()) * nominal) % i128::from(r.den()) == 0;
                 self.whole.set(Some((r, nominal, whole)));
                 whole
             }
-        });
-        // `least` comes from 64 bits: converted from them (from 128 it is a library call).
-        whole_ticks && 2.0 * self.error(pos) < self.least() as u64 as f64
+        }
+    }
+
+    /// A consecutive pair under a learnt ratio: its first packet held `bytes` of the
+    /// stream's `nominal`, the second started `ticks` after it. A pair of full packets the
+    /// ratio gives whole ticks that spans one tick more or less shows the stream's stamps
+    /// rounded (the ratio is only near the stream's): no position pins while that ratio is
+    /// the estimate. (A device's time jump of one tick does the same; gaps are then sized
+    /// from the packets missed, exact where they were full. Longer jumps show nothing.)
+    pub(super) fn saw_pair(&mut self, ticks: u64, bytes: u64, nominal: u64) {
+        let Some(r) = self.learnt.get() else {
+            return;
+        };
+        if bytes != nominal || self.rounded == Some(r) {
+            return;
+        }
+        // In ticks times den: the pair's span, and the whole ticks the ratio gives it.
+        let (den, whole) = (u128::from(r.den()), u128::from(r.num()) * u128::from(bytes));
+        let span = u128::from(ticks) * den;
+        if whole % den == 0 && (span == whole + den || span + den == whole) {
+            self.rounded = Some(r);
+        }
     }
 
     /// The least a packet can hold, in units: one unit (a sample) with a timebase; with a
@@ -155,21 +227,29 @@ impl Timeline {
         }
     }
 
-    pub(super) fn position(&self, ticks: u64) -> Option<i128> {
+    /// Where a timestamp puts a packet: its position, and whether the stamp is exact.
+    pub(super) fn place(&self, ticks: u64) -> Option<Place> {
         let (r, _) = self.rate()?;
         let (t0, p0) = self.anchor?;
         let dt = i128::from(ticks.wrapping_sub(t0) as i64);
         let known = self.recent.iter().find_map(|m| match m.get() {
-            Some((mr, mt, units)) if mr == r && mt == dt => Some(units),
+            Some((mr, mt, place)) if mr == r && mt == dt => Some(place),
             _ => None,
         });
-        let units = known.unwrap_or_else(|| {
+        let place = known.unwrap_or_else(|| {
             let units = r.units_rounded(dt);
+            let place = Place {
+                pos: units,
+                exact: self.fixed.is_some() || exact(r, dt, units),
+            };
             let i = self.next_recent.get();
-            self.recent[i].set(Some((r, dt, units)));
+            self.recent[i].set(Some((r, dt, place)));
             self.next_recent.set((i + 1) % self.recent.len());
-            units
+            place
         });
-        Some(p0 + units)
+        Some(Place {
+            pos: p0 + place.pos,
+            ..place
+        })
     }
 }

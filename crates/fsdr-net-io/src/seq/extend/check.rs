@@ -1,0 +1,117 @@
+//! The extender's checks of a configured clock against the stream (rule 5 on
+//! [`SeqExtender`]): a pair that contradicts it before any confirmed it, a long run after.
+
+use super::super::clock::Timebase;
+use super::super::estimate::RunSpan;
+use super::{Newest, SeqExtender};
+use crate::seq::SeqPacket;
+
+/// What a pair that contradicts a configured clock did to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Contradiction {
+    /// The clock was dropped for the learnt rate: the packet follows the newest one.
+    Dropped,
+    /// The clock stands: the packet restarts the stream (`run_goes_on`: the pair was
+    /// taken into the learnt rate's run).
+    Restart { run_goes_on: bool },
+}
+
+impl SeqExtender {
+    /// A consecutive pair `dt` ticks apart whose first packet held `units` contradicted the
+    /// configured clock `tb` before any pair confirmed it: the first time, possibly a
+    /// device's time jump; the second, the clock is wrong and is dropped for the rate learnt
+    /// from the stream, positions going on from the pair's first packet (at `t0`). True
+    /// when dropped.
+    pub(super) fn contradicted(&mut self, tb: Timebase, dt: u64, units: i128, t0: u64) -> bool {
+        if self.timeline.contradicted == 0 {
+            self.timeline.contradicted = 1;
+            return false;
+        }
+        self.drop_clock(tb, dt, units, t0);
+        true
+    }
+
+    /// Whether the longest run of consecutive packets contradicts a configured clock that a
+    /// pair confirmed. One pair shows a clock's error only where it exceeds the stamps'
+    /// rounding over one packet: told 491.52 Msps at 200 MHz for a 477.8 Msps stream of
+    /// 100-sample packets, a pair is 1.2 ticks off, within the rounding, and a later gap
+    /// would be sized (or taken for a restart) by the wrong clock. A run adds the error up
+    /// while its stamps stay within a tick of the truth: checked once it spans 16 pairs and
+    /// 1024 ticks, then each time it has doubled, it contradicts the clock when the ticks it
+    /// spans and those the clock gives its samples differ by more than 5 ticks and 0.2%.
+    /// What a right clock's run can be off by stays far below that: a tick for the
+    /// rounding, and for each device time jump small enough to stay in the run (within a
+    /// tick and 1% of its pair, [`RateEstimate`](super::RateEstimate)) a tick and 1% of a
+    /// pair — which takes three of them among 16 pairs, where the smallest jump a device
+    /// makes leaves the run. A clock within 0.2% of the stream's is kept: it sizes a gap of
+    /// 500 packets within a packet, which the counter corrects.
+    pub(super) fn run_contradicts(&mut self, tb: Timebase) -> Option<RunSpan> {
+        const FIRST_PAIRS: u64 = 16;
+        const FIRST_TICKS: u64 = 1024;
+        let run = self.timeline.learnt.longest_run()?;
+        if run.pairs < FIRST_PAIRS || run.ticks < self.timeline.next_check.max(FIRST_TICKS) {
+            return None;
+        }
+        self.timeline.next_check = run.ticks.saturating_mul(2);
+        let r = tb.ticks_per_unit;
+        let told = run.bytes as f64 * r.num() as f64 / (r.den() as f64 * f64::from(tb.unit_bytes));
+        let ticks = run.ticks as f64;
+        ((ticks - told).abs() > 5.0 + ticks / 500.0).then_some(run)
+    }
+
+    /// Drops the configured clock `tb` that the stream contradicted (`ticks` ticks for
+    /// `units` units where it showed: a pair or a run) for the rate learnt from the stream, positions going
+    /// on from the packet at `t0`.
+    pub(super) fn drop_clock(&mut self, tb: Timebase, ticks: u64, units: i128, t0: u64) {
+        tracing::warn!(
+            configured = %tb.ticks_per_unit,
+            ticks,
+            samples = units,
+            "the stream's timestamps do not follow the configured tick and sample rates: \
+             gaps are sized from the rate learnt from the stream instead"
+        );
+        self.timeline.fixed = None;
+        self.timeline.anchor = Some((t0, 0));
+        self.timeline.clock_dropped = true;
+        self.timeline.epoch = self.timeline.epoch.wrapping_add(1);
+    }
+
+    /// [`learn`](Self::learn)'s check of a configured clock for a consecutive pair that
+    /// [`by_time`](Self::by_time) could not place (the time went forward less than the
+    /// newest packet's length, or back). Before a pair confirmed the clock, the pair counts
+    /// as a contradiction ([`contradicted`](Self::contradicted)) where it contradicts the
+    /// clock. After, such a pair is a device's time jump back — or a clock whose error the
+    /// stamps' rounding hid from the pair that confirmed it, which then makes them now and
+    /// then, whether the pair shows the error or only the packet's rounded position does:
+    /// the pair goes to the run of the learnt rate (which takes it where it fits the run:
+    /// a clock the rounding hid, not a jump) and the run decides
+    /// ([`run_contradicts`](Self::run_contradicts)).
+    pub(super) fn contradicts_clock(&mut self, n: &Newest, p: &SeqPacket) -> Contradiction {
+        let restart = Contradiction::Restart { run_goes_on: false };
+        let (Some(tb), Some(t), Some(t0)) = (self.timeline.fixed, p.ticks, n.ticks) else {
+            return restart;
+        };
+        let dt = t.wrapping_sub(t0);
+        if (dt as i64) <= 0 {
+            return restart;
+        }
+        if self.timeline.confirmed {
+            self.timeline.learnt.pair(dt, n.payload as u64);
+            let Some(run) = self.run_contradicts(tb) else {
+                return Contradiction::Restart {
+                    run_goes_on: self.timeline.learnt.in_run(),
+                };
+            };
+            let units = i128::from(run.bytes / u64::from(tb.unit_bytes.max(1)));
+            self.drop_clock(tb, run.ticks, units, t0);
+            return Contradiction::Dropped;
+        }
+        if tb.ticks_per_unit.agrees(i128::from(dt), n.units)
+            || !self.contradicted(tb, dt, n.units, t0)
+        {
+            return restart;
+        }
+        self.timeline.learnt.pair(dt, n.payload as u64);
+        Contradiction::Dropped
+    }
+}
