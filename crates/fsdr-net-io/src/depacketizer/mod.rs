@@ -104,8 +104,8 @@ pub struct GapEvent {
     /// Sequence number of the datagram after the gap.
     pub seq: Option<u64>,
     /// The format could not prove the count ([`Gap::ambiguous`]): the loss is `frames` plus
-    /// an unknown multiple of the counter's period; or the size, within a tick (a rate
-    /// learnt from the stream gave other than whole packets).
+    /// an unknown multiple of the counter's period; or the size (the time shows other than
+    /// whole packets where it cannot size the gap exactly).
     #[serde(default)]
     pub ambiguous: bool,
 }

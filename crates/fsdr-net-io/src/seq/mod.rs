@@ -14,7 +14,7 @@
 //! |---|---|---|---|---|---|---|---|
 //! | seq64, seq+size | 64 bits | none | exact (up to 2^20 frames; beyond: resync) | within the window; later: late | exact (history of 1024) | first number (1) out of turn, or 4 in a row far behind | never |
 //! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it | within the window | exact | counter and time disagree | exact |
-//! | CHDR, ticks longer than half a sample (491.52 Msps at 200 MHz) | 16 bits | ticks, each stamp up to half a tick off | counted exactly, any length; sized as lost × largest payload; a count the time raised past the counter's flagged `ambiguous` | within the window | exact | counter and time disagree by more than the rounding; 0 within ⌈samples per tick⌉·2 + 1 of the wrap is taken for a loss | exact |
+//! | CHDR, ticks longer than half a sample (491.52 Msps at 200 MHz) | 16 bits | ticks, each stamp up to half a tick off | counted exactly, any length; sized as lost × largest payload; a count the time raised past the counter's flagged `ambiguous`, and a loss the time shows other than whole packets beyond the rounding (a short packet lost) | within the window | exact | counter and time disagree by more than the rounding; 0 within ⌈samples per tick⌉·2 + 1 of the wrap is taken for a loss | exact |
 //! | CHDR without timestamps | 16 bits | none | exact below 32768 packets; sized as lost × largest payload | within the window | exact | 0 out of turn, except within 1024 ahead (the wrap); one receive thread only (with several, packets far behind are late) | exact |
 //! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length | within the window (≤ 7) | exact | counter and time disagree | exact |
 //! | VRT, integer seconds + sample count | 4 bits | with the sample rate ([`StreamClock`]) | as above; without the rate: as without time | | | | |
@@ -41,7 +41,9 @@
 //!   only where its stamps are exact as far as a run can tell (whole ticks a packet, each
 //!   stamp on the ratio's grid, no consecutive pair a tick off); a gap it sizes at other
 //!   than whole packets is flagged `ambiguous` (a short packet lost cannot be told from
-//!   stamps rounded at a rate near the learnt one until a run shows the rounding).
+//!   stamps rounded at a rate near the learnt one until a run shows the rounding). A gap
+//!   sized from the packets while the time shows other than whole ones beyond its
+//!   rounding (a short packet lost) is flagged too.
 //! - A timestamp is exact to the item when ticks per item is an integer or more than 2
 //!   ([`Ratio::inverts_exactly`]). Otherwise (ticks longer than half an item: an X410
 //!   channel at 491.52 Msps stamped at 200 MHz) a sender's stamps, rounded to whole ticks,

@@ -47,7 +47,9 @@ pub struct Gap {
     /// the loss is `frames` plus an unknown multiple of the counter's period. Or the size:
     /// a rate learnt from the stream's stamps gave the gap other than whole packets — a
     /// short packet lost, or stamps rounded at a rate near the learnt one, a tick off —
-    /// which only a longer run tells apart (`bytes` is the time's).
+    /// which only a longer run tells apart (`bytes` is the time's); or stamps a tick off
+    /// (sizing it from the packets) show it other than whole packets beyond their rounding
+    /// (a short packet lost: `bytes` is the packets').
     pub ambiguous: bool,
 }
 

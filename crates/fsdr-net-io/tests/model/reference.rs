@@ -6,8 +6,10 @@
 //! 1. **Perception**: where the format says each arriving packet belongs. With a usable
 //!    timestamp that is its true place (the rules of `seq::extend` for what a counter and a
 //!    time can tell; a 4-bit counter's long loss with short packets in it is the fewest
-//!    packets the counter allows); without one, the nearest number to the newest, a position
-//!    behind being a duplicate only if it brings the same bytes as were received there.
+//!    packets the counter allows; where stamps a tick off size a loss from the packets, one
+//!    whose time is other than whole packets is flagged); without one, the nearest number
+//!    to the newest, a position behind being a duplicate only if it brings the same bytes
+//!    as were received there.
 //! 2. **Order**: a window of `window` packets restores order; a packet beyond it declares the
 //!    oldest missing ones lost; a packet behind is late (its place was declared lost, or it
 //!    is beyond the history) or a duplicate; for a 64-bit counter, which nothing else can
@@ -221,7 +223,10 @@ impl<'a> Model<'a> {
                 // Stamps a tick off (ticks longer than half a sample) prove no count.
                 let exact =
                     self.sc.exact_time() && ahead % nominal == 0 && ahead / nominal + 1 == k;
-                return Some((k, k != plain && !exact));
+                // Nor a size: a loss they size from the packets while the time shows
+                // other than whole ones (a short packet among them) is flagged.
+                let unproven = !self.sc.exact_time() && k > 1 && ahead != (k - 1) * nominal;
+                return Some((k, (k != plain && !exact) || unproven));
             }
             return (plain == 1).then_some((1, false));
         }

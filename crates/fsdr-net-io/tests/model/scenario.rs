@@ -378,9 +378,11 @@ impl Scenario {
     /// time to place it), time jumps and gaps between bursts shorter than two ticks (inside
     /// the rounding: the stamps may not show them) or than `2q + 1` samples (the room a loss
     /// may leave within the rounding), short packets near a jump (a late one's hole and the
-    /// jump could add up to within the rounding of a loss), and a counter restarted within `2q + 1`
-    /// numbers of its wrap (the numbers it skipped could be as many short packets lost
-    /// inside the rounding). And the stream begins (and restarts) with a full packet: lost
+    /// jump could add up to within the rounding of a loss), packets that arrive after their
+    /// successor short by fewer than `2q + 1` samples (a loss of less than whole packets,
+    /// flagged, to the successor: within the rounding it may not show), and a counter
+    /// restarted within `2q + 1` numbers of its wrap (the numbers it skipped could be as
+    /// many short packets lost inside the rounding). And the stream begins (and restarts) with a full packet: lost
     /// packets larger than any seen leave room that is more than as many of the largest
     /// only within the rounding (a restart to an exact receiver, a loss to one that allows
     /// for the rounding; the fuzzer found it: short packets, then a full one lost).
@@ -419,6 +421,12 @@ impl Scenario {
             op.short = op.short.min(self.spp - least);
             if even {
                 op.short &= !1;
+            }
+            // A short packet that arrives after its successor is a loss of less than whole
+            // packets to that one: told (and flagged) only where it is short by more than
+            // the rounding on both sides.
+            if op.delay > 0 && op.short < least {
+                op.short = 0;
             }
             if op.jump > 0 {
                 op.jump = op.jump.max(visible);

@@ -42,8 +42,8 @@ pub struct Widened {
     /// when the rate is learnt), when its timestamp is usable.
     pub start: Option<i128>,
     /// The format could not prove this placement (a short counter without timestamps), or
-    /// the size of the gap before it (a rate learnt from the stream that gives it other than
-    /// whole packets: [`SeqExtender`]'s rule 1).
+    /// the size of the gap before it (the time gives it other than whole packets where it
+    /// cannot size it exactly: [`SeqExtender`]'s rule 1).
     pub ambiguous: bool,
     /// The sender restarted here.
     pub restart: bool,
@@ -118,7 +118,9 @@ struct Newest {
 ///    packet spans whole ticks under it and the stamp lies on its grid, until a consecutive
 ///    pair shows its stamps rounded (a ratio only near the stream's: 24.007 ticks a packet
 ///    learnt as 24); a gap it sizes at other than whole packets is flagged `ambiguous` (a
-///    short packet lost, or such rounding where nothing showed it yet).
+///    short packet lost, or such rounding where nothing showed it yet), and so is a gap
+///    sized from the packets (stamps a tick off) whose time is other than whole packets
+///    by more than the stamps' rounding (a short packet lost, sized as a full one).
 /// 2. **After an end of burst** the next burst may start at any time: the counter alone
 ///    sizes a loss there. So it does where a learnt ratio is not yet pinned well enough to
 ///    place a packet (its uncertainty over the distance reaches half a packet).
@@ -246,7 +248,7 @@ impl SeqExtender {
         // Where it starts and how far off that may be: the ratio's uncertainty and the
         // stamps' own rounding to whole ticks (which, when a tick spans several units, moves
         // a packet's position by up to a tick's worth).
-        let start = p
+        let timed = p
             .ticks
             .and_then(|t| self.timeline.place(t))
             .map(|s| {
@@ -260,7 +262,7 @@ impl SeqExtender {
         // The configured clock was dropped on this packet: it is the next one, and the pair
         // has been learnt from.
         let mut dropped = false;
-        let offset = match (start, n.start) {
+        let offset = match (timed, n.start) {
             (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, s, tol, ns, &n) {
                 Some((o, amb)) => {
                     ambiguous = amb;
@@ -309,13 +311,22 @@ impl SeqExtender {
         let pinned = place
             .filter(|&s| self.timeline.pinned(s, nominal))
             .map(|s| s.pos);
-        // A gap a learnt ratio sizes at other than whole packets: a short packet lost, or
-        // stamps rounded at a rate near the learnt one (a tick off where the rounding moved
-        // one), which only a longer run tells apart. Sized by the time, and flagged.
-        if let (Some(s), Some(ns), true) = (pinned, n.pinned, offset > 1) {
-            ambiguous |= self.timeline.fixed.is_none()
-                && !n.eob
-                && s - (ns + n.units) != i128::from(offset - 1) * nominal;
+        // A gap the time does not size exactly, where the time and the packets lost
+        // disagree: flagged. Sized by the time (a learnt ratio that pins both ends), other
+        // than whole packets: a short packet lost, or stamps rounded at a rate near the
+        // learnt one (a tick off where the rounding moved one), which only a longer run
+        // tells apart. Sized from the packets (stamps a tick off: ticks longer than half a
+        // sample, a learnt ratio not pinned), by more than the stamps' rounding: a short
+        // packet lost, sized as a full one.
+        if offset > 1 && !n.eob {
+            let lost = i128::from(offset - 1) * nominal;
+            ambiguous |= match (pinned, n.pinned, timed, n.start) {
+                (Some(s), Some(ns), ..) => {
+                    self.timeline.fixed.is_none() && s - (ns + n.units) != lost
+                }
+                (.., Some((s, tol)), Some(ns)) => (s - (ns + n.units) - lost).abs() > tol,
+                _ => false,
+            };
         }
         if p.ticks.is_none() {
             self.remember_print(ext, p.fingerprint);
