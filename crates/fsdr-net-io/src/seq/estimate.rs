@@ -50,6 +50,10 @@ struct Run {
     pairs: u64,
     lo: (u64, u64),
     hi: (u64, u64),
+    /// Ticks its pairs lay off the longest run's bounds beyond their rounding (time jumps
+    /// within a tick and 1% that it took in), each rounded up and a tick more; counted
+    /// only where asked for ([`RateEstimate::pair_counting`]).
+    slack: u64,
 }
 
 impl Run {
@@ -62,6 +66,7 @@ impl Run {
             pairs: 1,
             lo,
             hi,
+            slack: 0,
         }
     }
 
@@ -70,6 +75,7 @@ impl Run {
     fn then(self, ticks: u64, bytes: u64) -> Self {
         let mut next = Run::new(self.ticks + ticks, self.bytes + bytes);
         next.pairs = self.pairs + 1;
+        next.slack = self.slack;
         let lo = if at_most(self.lo, next.lo) {
             next.lo
         } else {
@@ -85,6 +91,15 @@ impl Run {
         }
         next
     }
+
+    fn span(self) -> RunSpan {
+        RunSpan {
+            ticks: self.ticks,
+            bytes: self.bytes,
+            pairs: self.pairs,
+            slack: self.slack,
+        }
+    }
 }
 
 /// A run of consecutive packets (no loss, no end of burst, no pair off the estimate by more
@@ -95,6 +110,10 @@ pub(crate) struct RunSpan {
     pub(crate) bytes: u64,
     /// Consecutive pairs in it.
     pub(crate) pairs: u64,
+    /// Ticks its pairs lay off the ratios the longest run allows, beyond their rounding:
+    /// the time jumps it took in (each within a tick and 1% of its pair), which move its
+    /// span by up to as much.
+    pub(crate) slack: u64,
 }
 
 /// The bounds `[(T − 1) / B, (T + 1) / B]` of a span of `T` ticks and `B` bytes.
@@ -102,16 +121,27 @@ fn bounds(ticks: u64, bytes: u64) -> ((u64, u64), (u64, u64)) {
     ((ticks.saturating_sub(1).max(1), bytes), (ticks + 1, bytes))
 }
 
-/// Whether `ticks` for `bytes` lies beyond the ratio `bound` (above it when `above`, below
-/// otherwise) by more than a tick and 1%.
-fn beyond(bound: (u64, u64), ticks: u64, bytes: u64, above: bool) -> bool {
+/// How far `ticks` for `bytes` lies beyond the ratio `bound` (above it when `above`, below
+/// otherwise) past a tick, in ticks times the bound's denominator (≤ 0: within a tick),
+/// and whether that is past 1% too.
+fn beyond(bound: (u64, u64), ticks: u64, bytes: u64, above: bool) -> (i128, bool) {
     let want = i128::from(bound.0) * i128::from(bytes);
     let got = i128::from(ticks) * i128::from(bound.1);
     // got − want > den + ⌊want / 100⌋ (or want − got, below) without the division (a
     // library call for 128 bits, on every packet): with excess = the difference − den,
     // that is excess ≥ 1 and want < 100 × excess.
     let excess = if above { got - want } else { want - got } - i128::from(bound.1);
-    excess > 0 && want < excess.saturating_mul(100)
+    (excess, excess > 0 && want < excess.saturating_mul(100))
+}
+
+/// Ticks a pair `excess` past a tick off a bound of denominator `den` ([`beyond`]) adds to
+/// a run's slack: rounded up, and a tick more; 0 within a tick.
+fn slack_of(excess: i128, den: u64) -> u64 {
+    if excess <= 0 {
+        return 0;
+    }
+    // Rare (a time jump): the division is no cost on the steady path.
+    u64::try_from(excess.div_euclid(i128::from(den.max(1))) + 2).unwrap_or(u64::MAX)
 }
 
 /// `a ≤ b` for fractions given as (numerator, denominator), `(1, 0)` being infinity.
@@ -133,6 +163,13 @@ impl RateEstimate {
     /// Two consecutive packets: the first carried `bytes` payload bytes, the second started
     /// `ticks` ticks after it. Returns true when the estimate changed.
     pub fn pair(&mut self, ticks: u64, bytes: u64) -> bool {
+        self.pair_counting(ticks, bytes, false)
+    }
+
+    /// [`pair`](Self::pair), and with `slack` the run's slack counted (what a configured
+    /// clock is checked with: [`RunSpan::slack`]; a few multiplications a pair, spared
+    /// where no clock is).
+    pub(crate) fn pair_counting(&mut self, ticks: u64, bytes: u64, slack: bool) -> bool {
         if ticks == 0 || bytes == 0 {
             self.run = None;
             return false;
@@ -142,16 +179,27 @@ impl RateEstimate {
         // bounds, not the estimate: after one pair of a stream with ticks coarser than a
         // packet's rounding — 41.86 ticks a packet stamped 41 or 42 — the simplest fraction
         // there is 40 ticks, and every 42 would break the run, which then never grows.)
-        if let Some(best) = self.best
-            && (beyond(best.lo, ticks, bytes, false) || beyond(best.hi, ticks, bytes, true))
-        {
-            self.run = None;
-            return false;
+        // Past a tick but within 1%, the pair is taken in, and the ticks it lay off the
+        // bounds go to the run's slack (where counted): a steady stream's pairs lie within
+        // a tick of the ratios its runs allow, so this counts the time jumps a run takes
+        // in, which move its span by as much.
+        let mut off = 0;
+        if let Some(best) = self.best {
+            let (below, far_below) = beyond(best.lo, ticks, bytes, false);
+            let (above, far_above) = beyond(best.hi, ticks, bytes, true);
+            if far_below || far_above {
+                self.run = None;
+                return false;
+            }
+            if slack {
+                off = slack_of(below, best.lo.1).max(slack_of(above, best.hi.1));
+            }
         }
-        let run = match self.run {
+        let mut run = match self.run {
             Some(run) => run.then(ticks, bytes),
             None => Run::new(ticks, bytes),
         };
+        run.slack = run.slack.saturating_add(off);
         self.run = Some(run);
         if self.best.is_some_and(|best| best.bytes >= run.bytes) {
             return false;
@@ -186,11 +234,12 @@ impl RateEstimate {
     /// The longest run of consecutive packets so far: what the estimate comes from, and
     /// what a configured clock is checked against once it is long.
     pub(crate) fn longest_run(&self) -> Option<RunSpan> {
-        self.best.map(|b| RunSpan {
-            ticks: b.ticks,
-            bytes: b.bytes,
-            pairs: b.pairs,
-        })
+        self.best.map(Run::span)
+    }
+
+    /// The run going on (the last pair was taken into it), if any.
+    pub(crate) fn current_run(&self) -> Option<RunSpan> {
+        self.run.map(Run::span)
     }
 
     /// Whether a run is going on: the last pair was taken into it.

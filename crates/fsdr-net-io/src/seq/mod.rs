@@ -13,10 +13,10 @@
 //! | format | counter | time | loss | reorder | duplicate | restart | wrap |
 //! |---|---|---|---|---|---|---|---|
 //! | seq64, seq+size | 64 bits | none | exact (up to 2^20 frames; beyond: resync) | within the window; later: late | exact (history of 1024) | first number (1) out of turn, or 4 in a row far behind | never |
-//! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it | within the window | exact | counter and time disagree | exact |
+//! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it; time other than whole packets (a short packet lost, or the told rates a little off) flagged `ambiguous` | within the window | exact | counter and time disagree | exact |
 //! | CHDR, ticks longer than half a sample (491.52 Msps at 200 MHz) | 16 bits | ticks, each stamp up to half a tick off | counted exactly, any length; sized as lost × largest payload; a count the time raised past the counter's flagged `ambiguous`, and a loss the time shows other than whole packets beyond the rounding (a short packet lost) | within the window | exact | counter and time disagree by more than the rounding; 0 within ⌈samples per tick⌉·2 + 1 of the wrap is taken for a loss | exact |
 //! | CHDR without timestamps | 16 bits | none | exact below 32768 packets; sized as lost × largest payload | within the window | exact | 0 out of turn, except within 1024 ahead (the wrap); one receive thread only (with several, packets far behind are late) | exact |
-//! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length | within the window (≤ 7) | exact | counter and time disagree | exact |
+//! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length; with picoseconds (a told sample rate), time other than whole packets flagged as for CHDR | within the window (≤ 7) | exact | counter and time disagree | exact |
 //! | VRT, integer seconds + sample count | 4 bits | with the sample rate ([`StreamClock`]) | as above; without the rate: as without time | | | | |
 //! | VRT without timestamps | 4 bits | none | lost mod 16 (16·m is invisible); 8–15 (mod 16) flagged `ambiguous` | within 3 | proven by the payload's fingerprint | not detectable | — |
 //!
@@ -29,9 +29,15 @@
 //!   the counter one ahead is a time discontinuity (tagged, not filled); after an end of
 //!   burst the counter alone sizes a loss.
 //! - **A configured clock is checked, not trusted**: one that the first pairs contradict,
-//!   or a long run of consecutive packets later (by more than 5 ticks and 0.2%: an error
-//!   within the stamps' rounding over one packet), is dropped for the rate learnt from the
-//!   stream and counted (`clock_dropped`); until then a packet it cannot place is a restart.
+//!   or a run of consecutive packets later (by more than 5 ticks beyond the time jumps the
+//!   run took in: an error within the stamps' rounding over one packet, a clock told 0.1%
+//!   off), is dropped for the rate learnt from the stream and counted (`clock_dropped`);
+//!   until then a packet it cannot place is a restart. Until a run shows it, such a
+//!   clock's error over a gap is not known: a gap a told clock sizes at other than whole
+//!   packets is flagged `ambiguous` (a short packet lost looks the same), and time up to
+//!   two ticks a packet and 1% beyond the packets the counter says lost is theirs, not a
+//!   period of the counter more. (Not so under the format's own clock, a VRT sample count:
+//!   no told rate can make it wrong.)
 //! - **Without time, the nearest number**: ahead up to half the counter's period is a gap;
 //!   behind is late (position missed) or a duplicate — a duplicate only when the payload's
 //!   [`fingerprint`] equals the one received there. Different bytes at a received position

@@ -49,7 +49,10 @@ pub struct Gap {
     /// short packet lost, or stamps rounded at a rate near the learnt one, a tick off —
     /// which only a longer run tells apart (`bytes` is the time's); or stamps a tick off
     /// (sizing it from the packets) show it other than whole packets beyond their rounding
-    /// (a short packet lost: `bytes` is the packets').
+    /// (a short packet lost: `bytes` is the packets'); or a clock from told rates gave it
+    /// other than whole packets — a short packet lost, or the rates a little off the
+    /// device's, which a run of packets shows only once it spans enough of the error
+    /// (`bytes` is the time's).
     pub ambiguous: bool,
 }
 

@@ -214,7 +214,17 @@ impl<'a> Model<'a> {
             }
             let lo = (ahead + nominal - 1) / nominal + 1;
             let k0 = if d == 0 { period } else { d };
-            let k = if k0 >= lo {
+            // A told clock may be off by two ticks a packet and 1%: time that much beyond
+            // the counter's packets is theirs (and flagged below), not a period more.
+            // (Where stamps are a tick off, no loss spans a time jump: `coarse`.)
+            let per_tick = match self.sc.kind {
+                Kind::ChdrTicks => self.sc.clock.ticks_per_sample.units_per_tick_ceil().max(1),
+                _ => 1,
+            } as i128;
+            let told = self.sc.told_clock()
+                && k0 >= 2
+                && ahead <= (k0 - 1) * (nominal + 2 * per_tick) + ahead / 100;
+            let k = if k0 >= lo || told {
                 k0
             } else {
                 k0 + period * ((lo - k0 + period - 1) / period)
@@ -224,8 +234,11 @@ impl<'a> Model<'a> {
                 let exact =
                     self.sc.exact_time() && ahead % nominal == 0 && ahead / nominal + 1 == k;
                 // Nor a size: a loss they size from the packets while the time shows
-                // other than whole ones (a short packet among them) is flagged.
-                let unproven = !self.sc.exact_time() && k > 1 && ahead != (k - 1) * nominal;
+                // other than whole ones (a short packet among them) is flagged; so is one
+                // a told clock sizes (it may be the clock's error over the gap).
+                let unproven = (!self.sc.exact_time() || self.sc.told_clock())
+                    && k > 1
+                    && ahead != (k - 1) * nominal;
                 return Some((k, (k != plain && !exact) || unproven));
             }
             return (plain == 1).then_some((1, false));

@@ -371,6 +371,12 @@ impl Scenario {
             && (self.kind != Kind::ChdrTicks || self.clock.ticks_per_sample.inverts_exactly())
     }
 
+    /// The stream's timebase comes from rates the receiver is told, which could be wrong
+    /// (CHDR ticks, VRT picoseconds), not the format's own (VRT sample counts).
+    pub fn told_clock(&self) -> bool {
+        matches!(self.kind, Kind::ChdrTicks | Kind::VrtPicos)
+    }
+
     /// With ticks coarser than that, each stamp is rounded by up to half a tick, so
     /// distances are known within `q` samples (`Ratio::units_per_tick_ceil`). What no
     /// receiver can tell apart then is left out of the case: packets shorter than `2q + 1`
@@ -409,9 +415,24 @@ impl Scenario {
             .filter(|&i| self.ops[i].jump > 0 || self.ops[i].eob_gap.is_some_and(|g| g > 0))
             .collect();
         let n = self.ops.len();
-        for j in jumps {
+        for &j in &jumps {
             for o in &mut self.ops[j.saturating_sub(14)..(j + 14).min(n)] {
                 o.short = 0;
+            }
+        }
+        // Nor a loss (or a late packet's hole) across a jump: the time then exceeds the
+        // packets lost, and within two ticks a packet and 1% a told clock's error could
+        // make that (`seq::extend`: the count stays the counter's) — where the stamps'
+        // rounding puts it against that bound is no fact of the stream.
+        for j in jumps {
+            // The step is before op j (a jump) or after it (the end of a burst).
+            let after = if self.ops[j].jump > 0 { j } else { j + 1 };
+            if after < n {
+                self.ops[after].lose = 0;
+                self.ops[after].delay = 0;
+            }
+            if after > 0 {
+                self.ops[after - 1].delay = 0;
             }
         }
         let period = self.kind.period();

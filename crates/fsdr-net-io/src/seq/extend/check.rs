@@ -34,29 +34,38 @@ impl SeqExtender {
     /// Whether the longest run of consecutive packets contradicts a configured clock that a
     /// pair confirmed. One pair shows a clock's error only where it exceeds the stamps'
     /// rounding over one packet: told 491.52 Msps at 200 MHz for a 477.8 Msps stream of
-    /// 100-sample packets, a pair is 1.2 ticks off, within the rounding, and a later gap
-    /// would be sized (or taken for a restart) by the wrong clock. A run adds the error up
-    /// while its stamps stay within a tick of the truth: checked once it spans 16 pairs and
-    /// 1024 ticks, then each time it has doubled, it contradicts the clock when the ticks it
-    /// spans and those the clock gives its samples differ by more than 5 ticks and 0.2%.
-    /// What a right clock's run can be off by stays far below that: a tick for the
-    /// rounding, and for each device time jump small enough to stay in the run (within a
-    /// tick and 1% of its pair, [`RateEstimate`](super::RateEstimate)) a tick and 1% of a
-    /// pair — which takes three of them among 16 pairs, where the smallest jump a device
-    /// makes leaves the run. A clock within 0.2% of the stream's is kept: it sizes a gap of
-    /// 500 packets within a packet, which the counter corrects.
-    pub(super) fn run_contradicts(&mut self, tb: Timebase) -> Option<RunSpan> {
+    /// 100-sample packets, a pair is 1.2 ticks off, within the rounding; told 200 Msps for
+    /// a stream 0.1% slower, a 100-sample pair is a tick off one time in ten. Such a clock
+    /// would size a gap wrong by its error over the gap (30 samples short over 300
+    /// packets), and every tick the stamps drift from it makes a packet look like a
+    /// restart or a time jump. A run adds the error up: the longest, once it spans 16
+    /// pairs and 1024 ticks, then each time it has doubled; the run going on, at each pair
+    /// off the clock (`at_once`). It contradicts the clock when the ticks it spans and
+    /// those the clock gives its samples differ by more than 5 ticks and the run's slack.
+    /// What a right clock's run can be off by stays below that: less than a tick for the
+    /// stamps' rounding (only its two ends count), and for each device time jump the run
+    /// took in (within a tick and 1% of its pair, [`RateEstimate`](crate::seq::RateEstimate))
+    /// the ticks it lay off the longest run's bounds, which its slack counts (within about
+    /// two ticks) — all but jumps within a tick or two of those bounds, which takes two of
+    /// them in one run. (Before, the margin was 0.2% of the run instead of the slack: a
+    /// clock within 0.2% was kept for good.)
+    pub(super) fn run_contradicts(&mut self, tb: Timebase, at_once: bool) -> Option<RunSpan> {
         const FIRST_PAIRS: u64 = 16;
         const FIRST_TICKS: u64 = 1024;
-        let run = self.timeline.learnt.longest_run()?;
-        if run.pairs < FIRST_PAIRS || run.ticks < self.timeline.next_check.max(FIRST_TICKS) {
-            return None;
-        }
-        self.timeline.next_check = run.ticks.saturating_mul(2);
+        let run = if at_once {
+            self.timeline.learnt.current_run()?
+        } else {
+            let run = self.timeline.learnt.longest_run()?;
+            if run.pairs < FIRST_PAIRS || run.ticks < self.timeline.next_check.max(FIRST_TICKS) {
+                return None;
+            }
+            self.timeline.next_check = run.ticks.saturating_mul(2);
+            run
+        };
         let r = tb.ticks_per_unit;
         let told = run.bytes as f64 * r.num() as f64 / (r.den() as f64 * f64::from(tb.unit_bytes));
         let ticks = run.ticks as f64;
-        ((ticks - told).abs() > 5.0 + ticks / 500.0).then_some(run)
+        ((ticks - told).abs() > 5.0 + run.slack as f64).then_some(run)
     }
 
     /// Drops the configured clock `tb` that the stream contradicted (`ticks` ticks for
@@ -96,8 +105,10 @@ impl SeqExtender {
             return restart;
         }
         if self.timeline.confirmed {
-            self.timeline.learnt.pair(dt, n.payload as u64);
-            let Some(run) = self.run_contradicts(tb) else {
+            self.timeline
+                .learnt
+                .pair_counting(dt, n.payload as u64, true);
+            let Some(run) = self.run_contradicts(tb, true) else {
                 return Contradiction::Restart {
                     run_goes_on: self.timeline.learnt.in_run(),
                 };
@@ -111,7 +122,9 @@ impl SeqExtender {
         {
             return restart;
         }
-        self.timeline.learnt.pair(dt, n.payload as u64);
+        self.timeline
+            .learnt
+            .pair_counting(dt, n.payload as u64, true);
         Contradiction::Dropped
     }
 }

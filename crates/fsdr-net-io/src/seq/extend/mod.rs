@@ -43,7 +43,7 @@ pub struct Widened {
     pub start: Option<i128>,
     /// The format could not prove this placement (a short counter without timestamps), or
     /// the size of the gap before it (the time gives it other than whole packets where it
-    /// cannot size it exactly: [`SeqExtender`]'s rule 1).
+    /// cannot size it exactly, or from a told clock: [`SeqExtender`]'s rules 1 and 5).
     pub ambiguous: bool,
     /// The sender restarted here.
     pub restart: bool,
@@ -109,8 +109,8 @@ struct Newest {
 ///    known or learnt rate). Every packet gets an exact position on the stream's timeline.
 ///    A packet that starts `a` units after the end of the newest one follows the loss of
 ///    `k − 1` packets, where `k` is the smallest number with the counter's low bits that
-///    the lost packets can hold: each holds at most the stream's largest payload and at
-///    least one unit. No such `k`: with the counter one ahead it is a time jump without
+///    the lost packets can hold: each holds at most the stream's largest payload (and,
+///    under a told clock, its error: rule 5) and at least one unit. No such `k`: with the counter one ahead it is a time jump without
 ///    loss (a device overflow, a burst's gap; tagged, not filled), otherwise the sender
 ///    restarted. A packet that starts behind the newest one is a duplicate, a late one or
 ///    a reordered one when its position and counter agree, and a restart when they do not.
@@ -120,7 +120,8 @@ struct Newest {
 ///    learnt as 24); a gap it sizes at other than whole packets is flagged `ambiguous` (a
 ///    short packet lost, or such rounding where nothing showed it yet), and so is a gap
 ///    sized from the packets (stamps a tick off) whose time is other than whole packets
-///    by more than the stamps' rounding (a short packet lost, sized as a full one).
+///    by more than the stamps' rounding (a short packet lost, sized as a full one), and
+///    one a told clock sizes at other than whole packets (rule 5).
 /// 2. **After an end of burst** the next burst may start at any time: the counter alone
 ///    sizes a loss there. So it does where a learnt ratio is not yet pinned well enough to
 ///    place a packet (its uncertainty over the distance reaches half a packet).
@@ -135,11 +136,16 @@ struct Newest {
 /// 5. **A configured clock** ([`SeqPacket::timebase`]) **is checked against the stream**:
 ///    two consecutive pairs that contradict it before any pair confirmed it drop it for the
 ///    rate learnt from the stream ([`clock_dropped`](Self::clock_dropped)); after one did,
-///    the longest run of consecutive packets drops it where the ticks it spans and those
-///    the clock gives its samples differ by more than 5 ticks and 0.2% (checked from 16
-///    pairs and 1024 ticks on, then each time the run has doubled) — a clock wrong by less
-///    than the stamps' rounding over one packet, which a pair can confirm. Until then a
-///    packet such a clock cannot place is a restart, as rule 1 says.
+///    a run of consecutive packets drops it where the ticks it spans and those the clock
+///    gives its samples differ by more than 5 ticks and the time jumps the run took in
+///    (the longest run, checked from 16 pairs and 1024 ticks on, then each time it has
+///    doubled; the run going on, at each pair the clock does not agree with) — a clock
+///    wrong by less than the stamps' rounding over one packet, which a pair can confirm.
+///    Until then a packet such a clock cannot place is a restart, as rule 1 says; a gap
+///    it sizes at other than whole packets is flagged (its error over the gap is not
+///    known), and the lost packets may hold up to two ticks a packet and 1% more time
+///    than the stream's largest (the clock's error, not a period of the counter more).
+///    The format's own clock (a VRT sample count) is exact: neither applies.
 ///
 /// ```
 /// use fsdr_net_io::seq::{SeqExtender, SeqPacket};
@@ -208,6 +214,20 @@ impl SeqExtender {
     /// The largest payload since the stream (re)started.
     pub fn nominal(&self) -> usize {
         self.nominal
+    }
+
+    /// Whether the timebase in force is the format's own, one that no told rate can make
+    /// wrong: one tick a sample on a 4-bit (VRT) counter — a sample count (or a free-running
+    /// count told to tick at the sample rate, which is one). A gap it sizes at other than
+    /// whole packets is a short packet lost, exactly; under any other (rates a receiver
+    /// was told, or learnt) it may as well be the clock's error over the gap, which no
+    /// check sees where the runs are too short to show it: flagged (rule 1).
+    fn own_clock(&self) -> bool {
+        self.bits == 4
+            && self.timeline.fixed.is_some_and(|tb| {
+                let r = tb.ticks_per_unit;
+                (r.num(), r.den()) == (1, 1)
+            })
     }
 
     /// Whether packets need a [`fingerprint`]: the stream has no usable timestamps.
@@ -303,7 +323,10 @@ impl SeqExtender {
         };
         let ext = n.ext.wrapping_add(offset as u64);
         if !dropped {
-            self.learn(&n, offset, p);
+            // Off the clock: the packet is not where the newest one's end puts it (beyond
+            // the stamps' rounding).
+            let off = matches!((timed, n.start), (Some((s, tol)), Some(ns)) if (s - (ns + n.units)).abs() > tol);
+            self.learn(&n, offset, p, off);
         }
         let place = p.ticks.and_then(|t| self.timeline.place(t));
         let start = place.map(|s| s.pos);
@@ -321,9 +344,7 @@ impl SeqExtender {
         if offset > 1 && !n.eob {
             let lost = i128::from(offset - 1) * nominal;
             ambiguous |= match (pinned, n.pinned, timed, n.start) {
-                (Some(s), Some(ns), ..) => {
-                    self.timeline.fixed.is_none() && s - (ns + n.units) != lost
-                }
+                (Some(s), Some(ns), ..) => !self.own_clock() && s - (ns + n.units) != lost,
                 (.., Some((s, tol)), Some(ns)) => (s - (ns + n.units) - lost).abs() > tol,
                 _ => false,
             };
@@ -382,7 +403,7 @@ impl SeqExtender {
                 x => (x + nominal - 1) / nominal + 1,
             };
             let k0 = if d == 0 { period } else { d as i128 };
-            let k = if k0 >= lo {
+            let k = if k0 >= lo || self.within_clock_error(k0, ahead - tol, nominal) {
                 k0
             } else {
                 k0 + period * ((lo - k0 + period - 1) / period)
@@ -416,6 +437,27 @@ impl SeqExtender {
         Some((i64::try_from(k).ok()?, false))
     }
 
+    /// Whether `k0 − 1` lost packets of at most `nominal` units each hold `ahead` units
+    /// within the error of a configured clock not yet dropped: two ticks a packet (what a
+    /// pair that confirmed it hides) and 1% of the time (a rate told that far off shows
+    /// in the first pairs, and is dropped at the second). A clock told 0.1% fast makes
+    /// 1000 packets lost look like 1001; before, that took the counter a period further
+    /// (66 536 frames, flagged). The gap is flagged (rule 1: time other than whole
+    /// packets), and sized by the time. Not under the format's own clock, which is exact:
+    /// the time then holds more packets, a period of the counter further. (`ahead`: the
+    /// least the time can be, where stamps are a tick off.)
+    fn within_clock_error(&self, k0: i128, ahead: i128, nominal: i128) -> bool {
+        let Some(tb) = self.timeline.fixed else {
+            return false;
+        };
+        if k0 < 2 || self.own_clock() {
+            return false;
+        }
+        // Two ticks a packet, in units: 2 where a unit spans a tick or more.
+        let per_tick = i128::from(tb.ticks_per_unit.units_per_tick_ceil().max(1));
+        ahead <= (k0 - 1) * (nominal + 2 * per_tick) + ahead / 100
+    }
+
     /// A number behind (or equal to) the newest one, on a stream without timestamps: a
     /// duplicate when its fingerprint matches the one received there, late when nothing was
     /// received there, new data after a long loss otherwise.
@@ -440,8 +482,9 @@ impl SeqExtender {
     /// Learns the rate from consecutive packets, checks a configured one against them (a
     /// receiver told the wrong sample rate would otherwise size every gap wrong: two pairs
     /// that contradict it, before any pair confirmed it, drop it for the learnt one),
-    /// and keeps positions continuous when the estimate changes.
-    fn learn(&mut self, n: &Newest, offset: i64, p: &SeqPacket) {
+    /// and keeps positions continuous when the estimate changes. `off`: the packet is not
+    /// where the newest one's end puts it.
+    fn learn(&mut self, n: &Newest, offset: i64, p: &SeqPacket, off: bool) {
         let (Some(t), Some(t0)) = (p.ticks, n.ticks) else {
             return;
         };
@@ -455,7 +498,11 @@ impl SeqExtender {
         if (dt as i64) <= 0 {
             return;
         }
-        let changed = self.timeline.learnt.pair(dt, n.payload as u64);
+        let fixed = self.timeline.fixed.is_some();
+        let changed = self
+            .timeline
+            .learnt
+            .pair_counting(dt, n.payload as u64, fixed);
         if self.timeline.fixed.is_none() && !changed {
             self.timeline
                 .saw_pair(dt, n.payload as u64, self.nominal as u64);
@@ -469,7 +516,9 @@ impl SeqExtender {
                 }
             }
             Some(tb) => {
-                if let Some(run) = self.run_contradicts(tb) {
+                // A pair off the clock (a time jump, or a tick the stamps drifted from a
+                // wrong clock) has the run going on checked at once.
+                if let Some(run) = self.run_contradicts(tb, off) {
                     let units = i128::from(run.bytes / u64::from(tb.unit_bytes.max(1)));
                     self.drop_clock(tb, run.ticks, units, t0);
                 }
