@@ -106,7 +106,7 @@ fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
             let even = enc == Enc::Sc8 && kind.format() != fsdr_net_io::Format::Vrt;
             let spp = if even { (spp + 1) & !1 } else { spp };
             let (tpi, tick_rate, sample_rate) = match kind {
-                Kind::ChdrTicks => chdr_clocks()[clock_i],
+                Kind::ChdrTicks | Kind::VrtFree => chdr_clocks()[clock_i],
                 Kind::VrtSecondsCount => (Ratio::integer(1).unwrap(), 5000.0, 5000.0),
                 Kind::VrtPicos => {
                     let rate = [30.72e6, 10e6, 1e6][clock_i % 3];
@@ -146,7 +146,7 @@ fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        // `cargo xtask test` runs this file in release with 24 000 cases (3 000 a format).
+        // `cargo xtask test` runs this file in release with 24 000 cases (2 700 a format).
         // (`MODEL_CASES`, not proptest's `PROPTEST_CASES`: proptest applies that one to
         // every test of the file over its own configuration, the engine's too.)
         cases: std::env::var("MODEL_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(300),

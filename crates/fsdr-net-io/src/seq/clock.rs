@@ -318,6 +318,13 @@ pub struct Timebase {
     pub ticks_per_unit: Ratio,
     /// Payload bytes per unit (bytes per sample on the wire).
     pub unit_bytes: u32,
+    /// The ticks are the format's own count of samples (VRT TSF 1,
+    /// [`sample_count`](Self::sample_count)), which no rate a receiver was told can make
+    /// wrong: a gap they size at other than whole packets is a short packet lost, exactly.
+    /// `false` for rates a receiver was told ([`of_rates`](Self::of_rates): CHDR ticks,
+    /// VRT picoseconds, a VRT free-running count — even one told to tick at the sample
+    /// rate, whose clock may be a few ppm off): such a gap is flagged ambiguous.
+    pub counts_samples: bool,
 }
 
 impl Timebase {
@@ -327,6 +334,28 @@ impl Timebase {
         Some(Self {
             ticks_per_unit: Ratio::of_rates(tick_rate, sample_rate)?,
             unit_bytes: bytes_per_sample,
+            counts_samples: false,
+        })
+    }
+
+    /// The timebase of a sample count (VRT TSF 1): one tick a sample of
+    /// `bytes_per_sample` wire bytes, the format's own ([`counts_samples`](Self::counts_samples)).
+    ///
+    /// ```
+    /// use fsdr_net_io::seq::{Ratio, Timebase};
+    ///
+    /// let tb = Timebase::sample_count(4).unwrap();
+    /// assert_eq!(tb.ticks_per_unit, Ratio::integer(1).unwrap());
+    /// assert!(tb.counts_samples);
+    /// // The same ratio from told rates is not the format's own.
+    /// assert!(!Timebase::of_rates(1e6, 1e6, 4).unwrap().counts_samples);
+    /// ```
+    pub fn sample_count(bytes_per_sample: u32) -> Option<Self> {
+        (bytes_per_sample > 0).then_some(())?;
+        Some(Self {
+            ticks_per_unit: Ratio::integer(1)?,
+            unit_bytes: bytes_per_sample,
+            counts_samples: true,
         })
     }
 
@@ -373,6 +402,7 @@ impl StreamClock {
             per_sample.filter(|_| bps > 0).map(|r| Timebase {
                 ticks_per_unit: r,
                 unit_bytes: bps,
+                counts_samples: false,
             })
         };
         let rates = |a: Option<f64>| {
@@ -382,7 +412,10 @@ impl StreamClock {
         match ts {
             Timestamp::Ticks(t) => Some((*t, tb(rates(self.tick_rate)))),
             Timestamp::Vrt(v) => match v.tsf {
-                Tsf::SampleCount => Some((ts.linear_at(self.sample_rate)?, tb(Ratio::integer(1)))),
+                Tsf::SampleCount => Some((
+                    ts.linear_at(self.sample_rate)?,
+                    Timebase::sample_count(self.bytes_per_sample),
+                )),
                 Tsf::RealTime => Some((ts.linear()?, tb(rates(Some(1e12))))),
                 Tsf::FreeRunning => Some((ts.linear()?, tb(rates(self.tick_rate)))),
                 Tsf::None => None,
@@ -482,5 +515,71 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// VRT stamps as the blocks read them, 4-bit counter, 1000 sc16 samples a packet, a
+    /// device whose stamps run 200 ppm slow of the count told (a free-running count's own
+    /// oscillator), 6 packets lost after 10 (within the counter's reach, which proves the
+    /// count): the time gives 5 999 samples where 6 000 were lost, and no run is long
+    /// enough to show 200 ppm (5 ticks take 25 packets). `(frames, bytes, ambiguous)` of
+    /// the gap.
+    fn vrt_gap(tsf: crate::format::vrt::Tsf) -> (u64, Option<u64>, bool) {
+        use crate::format::Format;
+        use crate::format::vrt::{Tsi, VrtRepr, VrtTimestamp};
+        use crate::seq::{SeqEvent, StreamOrder, Tracking};
+        let clock = StreamClock {
+            tick_rate: Some(10e6),
+            sample_rate: Some(10e6),
+            bytes_per_sample: 4,
+        };
+        let tracking = Tracking::for_format(Format::Vrt, 1)
+            .unwrap()
+            .with_clock(clock);
+        let mut order = StreamOrder::<u64>::new(tracking, 8);
+        let mut out = Vec::new();
+        for k in (0..30u64).filter(|k| !(10..16).contains(k)) {
+            let stamp = (k as f64 * 999.8).round() as u64;
+            let repr = VrtRepr {
+                packet_type: 1,
+                stream_id: Some(1),
+                class_id: None,
+                trailer: None,
+                timestamp: Some(VrtTimestamp {
+                    tsi: Tsi::None,
+                    integer: None,
+                    tsf,
+                    fractional: Some(stamp),
+                }),
+                packet_count: (k % 16) as u8,
+                size_words: 0,
+            };
+            let mut dg = vec![0u8; repr.header_len() + 4000];
+            let size_words = (dg.len() / 4) as u16;
+            VrtRepr { size_words, ..repr }.emit(&mut dg);
+            let p = tracking.packet(&Format::Vrt.parse(&dg).unwrap());
+            let w = order.widen(&p);
+            order.push(w, &p, k, &mut out);
+        }
+        order.flush_all(&mut out);
+        let gaps: Vec<_> = out
+            .iter()
+            .filter(|r| matches!(r.event, SeqEvent::Gap { .. }))
+            .map(|r| (r.gap.frames, r.gap.bytes, r.gap.ambiguous))
+            .collect();
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        gaps[0]
+    }
+
+    /// A sample count is the format's own clock: a gap it gives at other than whole
+    /// packets is a short packet lost, exactly, unflagged (the same stamps as a sample
+    /// count: 5 999 samples). A free-running count told to tick at the sample rate is a
+    /// told clock: before, it was taken for a sample count, and the 200 ppm its oscillator
+    /// was off made 6 lost packets 5 999 samples of zeros, unflagged — every later sample
+    /// one early; now the gap is flagged (`ambiguous`), its size still the time's.
+    #[test]
+    fn a_free_running_count_told_the_sample_rate_is_a_told_clock() {
+        use crate::format::vrt::Tsf;
+        assert_eq!(vrt_gap(Tsf::SampleCount), (6, Some(4 * 5_999), false));
+        assert_eq!(vrt_gap(Tsf::FreeRunning), (6, Some(4 * 5_999), true));
     }
 }

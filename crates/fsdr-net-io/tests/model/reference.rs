@@ -218,7 +218,9 @@ impl<'a> Model<'a> {
             // the counter's packets is theirs (and flagged below), not a period more.
             // (Where stamps are a tick off, no loss spans a time jump: `coarse`.)
             let per_tick = match self.sc.kind {
-                Kind::ChdrTicks => self.sc.clock.ticks_per_sample.units_per_tick_ceil().max(1),
+                Kind::ChdrTicks | Kind::VrtFree => {
+                    self.sc.clock.ticks_per_sample.units_per_tick_ceil().max(1)
+                }
                 _ => 1,
             } as i128;
             let told = self.sc.told_clock()

@@ -66,14 +66,14 @@ fn depacketizer<T: Sample>(sc: &Scenario) -> Depacketizer<T> {
 fn depacketizer_config(sc: &Scenario) -> DepacketizerConfig {
     let timed = sc.kind.timed();
     let tick_rate = match sc.kind {
-        Kind::ChdrTicks => sc.clock.tick_rate,
+        Kind::ChdrTicks | Kind::VrtFree => sc.clock.tick_rate,
         _ => sc.clock.sample_rate,
     };
     DepacketizerConfig {
         zero_fill: true,
         tick_rate: timed.then_some(tick_rate),
         ticks_per_item: timed.then(|| match sc.kind {
-            Kind::ChdrTicks => sc.clock.ticks_per_sample.to_f64(),
+            Kind::ChdrTicks | Kind::VrtFree => sc.clock.ticks_per_sample.to_f64(),
             _ => 1.0,
         }),
         ..Default::default()

@@ -25,12 +25,15 @@ pub enum Kind {
     VrtSecondsCount,
     /// VRT/DIFI with UTC seconds and real-time picoseconds.
     VrtPicos,
+    /// VRT with a free-running count of a device clock (TSF 3) at a told tick rate: CHDR's
+    /// clocks on a 4-bit counter.
+    VrtFree,
     /// VRT without timestamps.
     VrtBare,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Seq64,
         Kind::SeqSize,
         Kind::ChdrTicks,
@@ -38,6 +41,7 @@ impl Kind {
         Kind::VrtCount,
         Kind::VrtSecondsCount,
         Kind::VrtPicos,
+        Kind::VrtFree,
         Kind::VrtBare,
     ];
 
@@ -53,8 +57,17 @@ impl Kind {
     pub fn timed(self) -> bool {
         matches!(
             self,
-            Kind::ChdrTicks | Kind::VrtCount | Kind::VrtSecondsCount | Kind::VrtPicos
+            Kind::ChdrTicks
+                | Kind::VrtCount
+                | Kind::VrtSecondsCount
+                | Kind::VrtPicos
+                | Kind::VrtFree
         )
+    }
+
+    /// Stamps count a device clock's ticks at a told tick rate (CHDR, VRT free-running).
+    pub fn ticked(self) -> bool {
+        matches!(self, Kind::ChdrTicks | Kind::VrtFree)
     }
 
     /// Counter period (0: 64-bit).
@@ -234,9 +247,15 @@ impl Scenario {
     fn frame(&self, counter: u64, first: u64, payload: &[u8], eob: bool) -> Vec<u8> {
         let format = self.kind.format();
         match self.kind {
-            Kind::VrtSecondsCount | Kind::VrtPicos => {
+            Kind::VrtSecondsCount | Kind::VrtPicos | Kind::VrtFree => {
                 let rate = self.clock.sample_rate as u64;
                 let timestamp = match self.kind {
+                    Kind::VrtFree => VrtTimestamp {
+                        tsi: Tsi::None,
+                        integer: None,
+                        tsf: Tsf::FreeRunning,
+                        fractional: Some(self.clock.ticks_per_sample.ticks_rounded(first)),
+                    },
                     Kind::VrtSecondsCount => VrtTimestamp {
                         tsi: Tsi::Utc,
                         integer: Some((1_700_000_000 + first / rate) as u32),
@@ -367,14 +386,13 @@ impl Scenario {
     /// The stamps give every distance exactly: not so where a tick is longer than half a
     /// sample (`Ratio::inverts_exactly`; CHDR at 491.52 Msps with a 200 MHz clock).
     pub fn exact_time(&self) -> bool {
-        self.kind.timed()
-            && (self.kind != Kind::ChdrTicks || self.clock.ticks_per_sample.inverts_exactly())
+        self.kind.timed() && (!self.kind.ticked() || self.clock.ticks_per_sample.inverts_exactly())
     }
 
     /// The stream's timebase comes from rates the receiver is told, which could be wrong
     /// (CHDR ticks, VRT picoseconds), not the format's own (VRT sample counts).
     pub fn told_clock(&self) -> bool {
-        matches!(self.kind, Kind::ChdrTicks | Kind::VrtPicos)
+        matches!(self.kind, Kind::ChdrTicks | Kind::VrtPicos | Kind::VrtFree)
     }
 
     /// With ticks coarser than that, each stamp is rounded by up to half a tick, so
@@ -393,7 +411,7 @@ impl Scenario {
     /// only within the rounding (a restart to an exact receiver, a loss to one that allows
     /// for the rounding; the fuzzer found it: short packets, then a full one lost).
     pub fn coarse(mut self) -> Self {
-        if self.kind != Kind::ChdrTicks || self.clock.ticks_per_sample.inverts_exactly() {
+        if !self.kind.ticked() || self.clock.ticks_per_sample.inverts_exactly() {
             return self;
         }
         let tpi = self.clock.ticks_per_sample;

@@ -105,7 +105,8 @@ struct Newest {
 /// The rules, in order (the module documentation of [`seq`](crate::seq) states what each
 /// format can tell apart):
 ///
-/// 1. **A usable timestamp decides** (CHDR ticks, VRT sample counts or picoseconds, with a
+/// 1. **A usable timestamp decides** (CHDR ticks, VRT sample counts, picoseconds or
+///    free-running counts, with a
 ///    known or learnt rate). Every packet gets an exact position on the stream's timeline.
 ///    A packet that starts `a` units after the end of the newest one follows the loss of
 ///    `k − 1` packets, where `k` is the smallest number with the counter's low bits that
@@ -145,7 +146,8 @@ struct Newest {
 ///    it sizes at other than whole packets is flagged (its error over the gap is not
 ///    known), and the lost packets may hold up to two ticks a packet and 1% more time
 ///    than the stream's largest (the clock's error, not a period of the counter more).
-///    The format's own clock (a VRT sample count) is exact: neither applies.
+///    The format's own clock (a VRT sample count, [`Timebase::counts_samples`]) is exact:
+///    neither applies. A free-running count told to tick at the sample rate is told.
 ///
 /// ```
 /// use fsdr_net_io::seq::{SeqExtender, SeqPacket};
@@ -217,17 +219,13 @@ impl SeqExtender {
     }
 
     /// Whether the timebase in force is the format's own, one that no told rate can make
-    /// wrong: one tick a sample on a 4-bit (VRT) counter — a sample count (or a free-running
-    /// count told to tick at the sample rate, which is one). A gap it sizes at other than
-    /// whole packets is a short packet lost, exactly; under any other (rates a receiver
-    /// was told, or learnt) it may as well be the clock's error over the gap, which no
-    /// check sees where the runs are too short to show it: flagged (rule 1).
+    /// wrong: a VRT sample count ([`Timebase::counts_samples`]). A gap it sizes at other
+    /// than whole packets is a short packet lost, exactly; under any other (rates a
+    /// receiver was told — a free-running count told to tick at the sample rate too — or
+    /// learnt) it may as well be the clock's error over the gap, which no check sees where
+    /// the runs are too short to show it: flagged (rule 1).
     fn own_clock(&self) -> bool {
-        self.bits == 4
-            && self.timeline.fixed.is_some_and(|tb| {
-                let r = tb.ticks_per_unit;
-                (r.num(), r.den()) == (1, 1)
-            })
+        self.timeline.fixed.is_some_and(|tb| tb.counts_samples)
     }
 
     /// Whether packets need a [`fingerprint`]: the stream has no usable timestamps.

@@ -9,7 +9,7 @@ fn pkt(seq: u64, ticks: Option<u64>, payload: usize) -> SeqPacket {
         seq,
         ticks,
         payload,
-        timebase: ticks.and(Timebase::of_rates(1.0, 1.0, 4)),
+        timebase: ticks.and(Timebase::sample_count(4)),
         ..Default::default()
     }
 }

@@ -21,7 +21,7 @@ fn far_behind_runs_restart_only_a_64_bit_counter() {
                     k + 1
                 },
                 ticks: Some(k * 100),
-                timebase: crate::seq::Timebase::of_rates(1.0, 1.0, 4),
+                timebase: crate::seq::Timebase::sample_count(4),
                 payload: 400,
                 ..Default::default()
             };
