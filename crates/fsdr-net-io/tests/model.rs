@@ -61,7 +61,7 @@ fn op(kind: Kind, spp: usize, even: bool, window: usize) -> impl Strategy<Value 
     } else {
         Just(None).boxed()
     };
-    let jump = if kind == Kind::ChdrTicks {
+    let jump = if timed {
         prop_oneof![98 => Just(0u64), 2 => 1..5 * spp as u64].boxed()
     } else {
         Just(0u64).boxed()

@@ -18,7 +18,7 @@
 //! | CHDR without timestamps | 16 bits | none | exact below 32768 packets; sized as lost × largest payload | within the window | exact | 0 out of turn, except within 1024 ahead (the wrap); one receive thread only (with several, packets far behind are late) | exact |
 //! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length; with picoseconds (a told sample rate), time other than whole packets flagged as for CHDR | within the window (≤ 7) | exact | counter and time disagree | exact |
 //! | VRT, integer seconds + sample count | 4 bits | with the sample rate ([`StreamClock`]) | as above; without the rate: as without time | | | | |
-//! | VRT, free-running count | 4 bits | ticks at the told tick rate (the sample rate unless told) | as for CHDR with timestamps (or ticks longer than half a sample); a 16·m loss told by the time | within the window (≤ 7) | exact | counter and time disagree | exact |
+//! | VRT, free-running count | 4 bits | ticks at the told tick rate (the sample rate unless told) | as for CHDR with timestamps (or ticks longer than half a sample); a 16·m loss told by the time (and a time jump within the ticks' rounding of 16·m samples taken for one, flagged) | within the window (≤ 7) | exact | counter and time disagree | exact |
 //! | VRT without timestamps | 4 bits | none | lost mod 16 (16·m is invisible); 8–15 (mod 16) flagged `ambiguous` | within 3 | proven by the payload's fingerprint | not detectable | — |
 //!
 //! Rules behind the table:

@@ -121,7 +121,8 @@ pub struct Op {
     pub short: usize,
     /// It ends a burst; the next one starts `gap` samples of time later.
     pub eob_gap: Option<u64>,
-    /// The device's clock jumps by this many samples before it, without a loss (CHDR).
+    /// The device's clock jumps by this many samples before it, without a loss (formats with
+    /// time; on a 4-bit counter a jump that 16·m lost packets could hold is such a loss).
     pub jump: u64,
     /// The sender's counter starts over at this packet (time goes on).
     pub restart: bool,
@@ -406,7 +407,8 @@ impl Scenario {
     /// successor short by fewer than `2q + 1` samples (a loss of less than whole packets,
     /// flagged, to the successor: within the rounding it may not show), and a counter
     /// restarted within `2q + 1` numbers of its wrap (the numbers it skipped could be as
-    /// many short packets lost inside the rounding). And the stream begins (and restarts) with a full packet: lost
+    /// many short packets lost inside the rounding), and on a 4-bit counter a jump within
+    /// `2q + 1` samples of 16·m (as many lost packets could hold it). And the stream begins (and restarts) with a full packet: lost
     /// packets larger than any seen leave room that is more than as many of the largest
     /// only within the rounding (a restart to an exact receiver, a loss to one that allows
     /// for the rounding; the fuzzer found it: short packets, then a full one lost).
@@ -469,6 +471,13 @@ impl Scenario {
             }
             if op.jump > 0 {
                 op.jump = op.jump.max(visible);
+                // On a 4-bit counter (VRT) a jump is a loss of 16·m packets where they can
+                // hold it (a sample each at least): within the rounding of 16·m samples the
+                // stamps cannot tell which, so the case keeps out of it.
+                let m = (op.jump + 8) / 16;
+                if period == 16 && m > 0 && op.jump.abs_diff(16 * m) <= least as u64 {
+                    op.jump = 16 * m + least as u64 + 1;
+                }
             }
             if let Some(g) = op.eob_gap.as_mut()
                 && *g > 0
