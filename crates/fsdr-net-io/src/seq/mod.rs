@@ -51,7 +51,9 @@
 //!   than whole packets is flagged `ambiguous` (a short packet lost cannot be told from
 //!   stamps rounded at a rate near the learnt one until a run shows the rounding). A gap
 //!   sized from the packets while the time shows other than whole ones beyond its
-//!   rounding (a short packet lost) is flagged too.
+//!   rounding (a short packet lost) is flagged too. Where a learnt ratio is too loose to
+//!   place a packet, the counter counts a loss unless the time needs more packets (a
+//!   4-bit counter's 16·m more): then the time's count, flagged.
 //! - A timestamp is exact to the item when ticks per item is an integer or more than 2
 //!   ([`Ratio::inverts_exactly`]). Otherwise (ticks longer than half an item: an X410
 //!   channel at 491.52 Msps stamped at 200 MHz) a sender's stamps, rounded to whole ticks,

@@ -125,7 +125,9 @@ struct Newest {
 ///    one a told clock sizes at other than whole packets (rule 5).
 /// 2. **After an end of burst** the next burst may start at any time: the counter alone
 ///    sizes a loss there. So it does where a learnt ratio is not yet pinned well enough to
-///    place a packet (its uncertainty over the distance reaches half a packet).
+///    place a packet (its uncertainty over the distance reaches half a packet) — unless
+///    the time, at the least it can be, needs more packets than the counter's number: then
+///    rule 1's count within that uncertainty, flagged (a 4-bit counter's 16·m more).
 /// 3. **Without a timestamp** the counter alone: the nearest number ahead or behind. A
 ///    number behind (or equal) is a duplicate only when the payload's fingerprint equals the
 ///    one received at that position; otherwise it is new data after a loss longer than half
@@ -266,16 +268,13 @@ impl SeqExtender {
         // Where it starts and how far off that may be: the ratio's uncertainty and the
         // stamps' own rounding to whole ticks (which, when a tick spans several units, moves
         // a packet's position by up to a tick's worth).
-        let timed = p
-            .ticks
-            .and_then(|t| self.timeline.place(t))
-            .map(|s| {
-                (
-                    s.pos,
-                    self.timeline.tolerance(s.pos) + self.timeline.quantum(),
-                )
-            })
-            .filter(|&(_, tol)| 2 * tol < nominal);
+        let placed = p.ticks.and_then(|t| self.timeline.place(t)).map(|s| {
+            (
+                s.pos,
+                self.timeline.tolerance(s.pos) + self.timeline.quantum(),
+            )
+        });
+        let timed = placed.filter(|&(_, tol)| 2 * tol < nominal);
         let mut ambiguous = false;
         // The configured clock was dropped on this packet: it is the next one, and the pair
         // has been learnt from.
@@ -315,7 +314,13 @@ impl SeqExtender {
                         ambiguous = amb;
                         o
                     }
-                    _ => plain,
+                    _ => match (placed, n.start) {
+                        (Some((s, tol)), Some(ns)) if !n.eob => self
+                            .raised_by_time(plain, s - (ns + n.units), tol, nominal)
+                            .inspect(|_| ambiguous = true)
+                            .unwrap_or(plain),
+                        _ => plain,
+                    },
                 }
             }
         };
@@ -433,6 +438,19 @@ impl SeqExtender {
         let max_back = (-rel + tol) / self.timeline.least();
         let k = nearest_behind(d as i128, period, rel as f64 / nominal as f64, max_back)?;
         Some((i64::try_from(k).ok()?, false))
+    }
+
+    /// Where a ratio too loose to place a packet leaves the count to the counter: the time,
+    /// `a ± tol` units after the newest one's end, may need more packets than the
+    /// counter's nearest number (a 4-bit counter's 16·m more: 1745 lost were 1, unflagged).
+    /// Then rule 1's count where the time holds it (flagged by the caller); `None`: the
+    /// counter's number holds the time, or no count does (a time jump).
+    fn raised_by_time(&self, plain: i64, a: i128, tol: i128, nominal: i128) -> Option<i64> {
+        let lo = (a - tol + nominal - 1) / nominal + 1;
+        let (plain, period) = (i128::from(plain), self.period as i128);
+        let k = plain + period * ((lo - plain + period - 1) / period);
+        (a > tol && plain < lo && k <= (a + tol) / self.timeline.least() + 1)
+            .then(|| i64::try_from(k).ok())?
     }
 
     /// Whether `k0 − 1` lost packets of at most `nominal` units each hold `ahead` units

@@ -490,3 +490,45 @@ proptest::proptest! {
         proptest::prop_assert!(x.clock_dropped());
     }
 }
+
+/// A learnt ratio too loose to place a packet still counts a long loss on a 4-bit counter:
+/// VRT sample counts, 79 samples a packet, rates not told, 22 packets received, then 1745
+/// lost (the ratio learnt from 1659 ticks is known to about 0.1%: over the gap some
+/// 2 packets, more than half of one, less than half of the counter's period). Before, the
+/// counter alone sized it: 1745 is 1 modulo 16, so 1 lost, unflagged — 1744 packets no
+/// `missed` counted, every later sample 137 776 early. Now the time raises the count to
+/// the fewest packets with the counter's bits that it holds: 1745, flagged. Lost 1752
+/// (the counter says 7 behind) is no late packet either.
+#[test]
+fn a_learnt_ratio_too_loose_to_place_still_counts_a_long_loss() {
+    for lost in [1745u64, 1752] {
+        let mut x = SeqExtender::new(4, None);
+        let p = |k: u64| SeqPacket {
+            seq: k % 16,
+            ticks: Some(1_000 + 79 * k),
+            payload: 316,
+            ..Default::default()
+        };
+        for k in 0..22 {
+            assert_eq!(x.extend(&p(k)).ext, k);
+        }
+        let w = x.extend(&p(22 + lost));
+        assert_eq!(w.ext, 22 + lost, "lost {lost}");
+        assert!(w.ambiguous, "lost {lost}");
+    }
+    // A device's time jump, the ratio as loose, on CHDR's counter: no count the counter
+    // allows holds it (65 536 lost packets of a tick each need more time), so it stays a
+    // jump.
+    let mut x = SeqExtender::new(16, Some(0));
+    let p = |k: u64, t: u64| SeqPacket {
+        seq: k,
+        ticks: Some(t),
+        payload: 316,
+        ..Default::default()
+    };
+    for k in 0..22 {
+        x.extend(&p(k, 1_000 + 79 * k));
+    }
+    let w = x.extend(&p(22, 1_000 + 79 * 22 + 60_000));
+    assert_eq!((w.ext, w.ambiguous), (22, false));
+}

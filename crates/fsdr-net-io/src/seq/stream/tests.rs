@@ -393,21 +393,23 @@ struct Told {
 }
 
 /// A stream of `n` packets of `spp` sc16 samples at `ticks_per_sample` (stamps rounded
-/// from tick 1000.3), its receiver told the rates `tb`, CHDR's 16-bit counter, packets
-/// `lost` missing.
+/// from tick 1000.3), its receiver told the rates `tb`, the counter of `format` (CHDR's
+/// 16 bits, VRT's 4), packets `lost` missing.
 fn told_gaps(
     tb: crate::seq::Timebase,
+    format: Format,
     spp: u64,
     ticks_per_sample: f64,
     n: u64,
     lost: impl Fn(u64) -> bool,
 ) -> Told {
-    let tracking = Tracking::for_format(Format::Chdr, 1).unwrap();
+    let tracking = Tracking::for_format(format, 1).unwrap();
+    let period = 1u64 << format.seq_bits().unwrap();
     let mut order = StreamOrder::<u64>::new(tracking, 64);
     let (mut out, mut restarts, mut dropped) = (Vec::new(), Vec::new(), None);
     for k in (0..n).filter(|&k| !lost(k)) {
         let p = SeqPacket {
-            seq: k % 65536,
+            seq: k % period,
             ticks: Some((1000.3 + (k * spp) as f64 * ticks_per_sample).round() as u64),
             timebase: Some(tb),
             payload: 4 * spp as usize,
@@ -451,7 +453,7 @@ fn a_clock_a_little_off_is_dropped_before_it_sizes_a_gap() {
                 gaps,
                 restarts,
                 dropped,
-            } = told_gaps(tb, 100, 1.0 / (1.0 + off), gap + 400, lost);
+            } = told_gaps(tb, Format::Chdr, 100, 1.0 / (1.0 + off), gap + 400, lost);
             assert_eq!(gaps, [(100 + gap, gap, Some(400 * gap), false)], "{off}");
             assert!(dropped.is_some_and(|k| k < 100), "{off}: {dropped:?}");
             assert!(restarts.iter().all(|&k| k < 100), "{off}: {restarts:?}");
@@ -468,7 +470,7 @@ fn a_gap_a_clock_a_little_off_sizes_before_a_run_shows_it_is_flagged() {
     let tb = crate::seq::Timebase::of_rates(200e6, 200e6, 4).unwrap();
     for off in [0.001, -0.001] {
         let lost = |k: u64| (10..1010).contains(&k);
-        let Told { gaps, .. } = told_gaps(tb, 100, 1.0 / (1.0 + off), 1100, lost);
+        let Told { gaps, .. } = told_gaps(tb, Format::Chdr, 100, 1.0 / (1.0 + off), 1100, lost);
         assert_eq!(gaps.len(), 1, "{off}: {gaps:?}");
         let (item, frames, _, ambiguous) = gaps[0];
         assert_eq!((item, frames, ambiguous), (1010, 1000, true), "{off}");
@@ -480,12 +482,15 @@ proptest::proptest! {
 
     /// A receiver told rates a little off the stream's (0.0001% to 0.3%, faster or slower;
     /// told 200, 100, 61.44, 30.72 or 491.52 Msps at 200 MHz: whole, fractional and
-    /// coarser than a sample ticks), packets of 16 to 2000 samples, CHDR's 16-bit counter,
-    /// losses of up to 3000 packets anywhere from the third packet on: every gap counts
-    /// its lost packets, and is their samples exactly or flagged `ambiguous` (then within
-    /// the clock's error over the gap and a tick), and no packet restarts the stream once
-    /// the clock is dropped. (A clock so near that no run shows it is kept: its gaps are
-    /// flagged where its error over them shows.)
+    /// coarser than a sample ticks), packets of 16 to 2000 samples, CHDR's 16-bit counter
+    /// or VRT's 4-bit one, losses of up to 3000 packets anywhere from the third packet on:
+    /// every gap counts its lost packets (on a 4-bit counter, or is flagged: the count of a
+    /// long loss is the time's), and is their samples exactly or flagged `ambiguous` (then
+    /// within the clock's error over the gap and a tick, where it counts them), and no
+    /// packet restarts the stream once the clock is dropped. (A clock so near that no run
+    /// shows it is kept: its gaps are flagged where its error over them shows.) The 4-bit
+    /// case found a loss counted 16·m short, unflagged, where the learnt ratio was too
+    /// loose to place a packet (`a_learnt_ratio_too_loose_to_place_still_counts_a_long_loss`).
     #[test]
     fn gaps_under_a_clock_a_little_off_are_exact_or_flagged(
         told in proptest::sample::select(vec![200e6, 100e6, 61.44e6, 30.72e6, 491.52e6]),
@@ -493,6 +498,7 @@ proptest::proptest! {
         log_off in -6.0..-2.5f64,
         spp in 16u64..2000,
         losses in proptest::collection::vec((2u64..600, 1u64..3000), 1..4),
+        vrt in proptest::bool::ANY,
     ) {
         let tb = crate::seq::Timebase::of_rates(200e6, told, 4).unwrap();
         let off = 10f64.powf(log_off);
@@ -508,19 +514,24 @@ proptest::proptest! {
             .flatten()
             .collect();
         let n = lost.last().map_or(0, |l| l + 200);
+        let format = if vrt { Format::Vrt } else { Format::Chdr };
         let Told { gaps, restarts, dropped } =
-            told_gaps(tb, spp, ticks_per_sample, n, |k| lost.contains(&k));
+            told_gaps(tb, format, spp, ticks_per_sample, n, |k| lost.contains(&k));
         let units_per_tick = (told / 200e6).ceil() as u64;
         for (k, frames, bytes, ambiguous) in gaps {
             let run = (0..k).rev().take_while(|j| lost.contains(j)).count() as u64;
-            proptest::prop_assert_eq!(frames, run, "packet {}", k);
+            proptest::prop_assert!(
+                frames == run || (vrt && ambiguous),
+                "packet {}: {} frames for {}", k, frames, run
+            );
             let (truth, bytes) = (run * 4 * spp, bytes.unwrap_or(0));
             // The clock's error over the gap and the packet before it (the newest one's
             // end is read by it too), and a tick.
             let over = (truth + 4 * spp) as f64 * off / (1.0 - off);
             let error = over.ceil() as u64 + 4 * (units_per_tick + 1);
             proptest::prop_assert!(
-                (bytes == truth && !ambiguous) || (ambiguous && bytes.abs_diff(truth) <= error),
+                (bytes == truth && !ambiguous)
+                    || (ambiguous && (frames != run || bytes.abs_diff(truth) <= error)),
                 "packet {}: {} bytes for {} ({} ambiguous)", k, bytes, truth, ambiguous
             );
         }
