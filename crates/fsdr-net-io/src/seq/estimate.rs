@@ -17,9 +17,17 @@ use super::clock::Ratio;
 /// ticks a byte) it goes on narrowing, each estimate kept until the bounds exclude it.
 /// Timestamps off by more than their rounding (a sender's jitter) leave the bounds empty:
 /// they start again from the run's whole span. A pair off the longest run's bounds by more
-/// than a tick and 1% (a device's time jump) is left out and ends the run; judged against
+/// than a tick and 1% (a device's time jump) is left out and ends the run (so does one
+/// off by more than a tick, where [`pair`](Self::pair) is given it); judged against
 /// the bounds, not the estimate, so that a stream whose packets span a fractional number
-/// of ticks (41.86, stamped 41 or 42) is not cut after its first pair.
+/// of ticks (41.86, stamped 41 or 42) is not cut after its first pair. Such pairs that
+/// follow each other and agree (where no configured clock is checked) form a rival run,
+/// which replaces the longest run once it has more pairs (at least two, at most 16; one
+/// where the longest is a single pair that spanned more time, as a loss or a time jump
+/// inside it makes): the longest was not the stream's rate (a time jump in the stream's
+/// first pair, or on a 4-bit counter 16 packets lost there that the counter could not
+/// show) or no longer is (a sender that changed its rate). Before, the estimate of such a
+/// first pair stood for good, and every later pair was left out as a time jump.
 ///
 /// ```
 /// use fsdr_net_io::seq::{RateEstimate, Ratio};
@@ -39,7 +47,17 @@ pub struct RateEstimate {
     /// The estimate's parents in the Stern–Brocot tree: while the bounds hold the estimate
     /// and neither parent, it is still their simplest fraction.
     parents: [(u64, u64); 2],
+    /// Consecutive pairs off the longest run's bounds that agree with each other.
+    rival: Option<Run>,
+    /// The rival replaced the longest run since [`take_replaced`](Self::take_replaced).
+    replaced: bool,
 }
+
+/// The most consecutive pairs that agree with each other and not with the longest run
+/// it takes to replace that run (fewer where it has fewer pairs, but two: one could be a
+/// device's time jump): a sender's jitter does not make 16 pairs in a row agree off the
+/// rate, and a sender that changed its rate is followed within 16 packets.
+const RIVAL_PAIRS: u64 = 16;
 
 /// A run of consecutive packets: ticks and bytes from its first packet to its last packet's
 /// start, and the bounds on the ratio its parts from the first packet give, as fractions.
@@ -90,6 +108,14 @@ impl Run {
             (next.lo, next.hi) = (lo, hi);
         }
         next
+    }
+
+    /// Whether a pair of `ticks` for `bytes` lies off this run's bounds by more than a
+    /// tick and 1%, and the ticks beyond a tick it lies off each bound ([`beyond`]).
+    fn far(&self, ticks: u64, bytes: u64) -> (bool, i128, i128) {
+        let (below, far_below) = beyond(self.lo, ticks, bytes, false);
+        let (above, far_above) = beyond(self.hi, ticks, bytes, true);
+        (far_below || far_above, below, above)
     }
 
     fn span(self) -> RunSpan {
@@ -180,19 +206,29 @@ impl RateEstimate {
         // packet's rounding — 41.86 ticks a packet stamped 41 or 42 — the simplest fraction
         // there is 40 ticks, and every 42 would break the run, which then never grows.)
         // Past a tick but within 1%, the pair is taken in, and the ticks it lay off the
-        // bounds go to the run's slack (where counted): a steady stream's pairs lie within
-        // a tick of the ratios its runs allow, so this counts the time jumps a run takes
-        // in, which move its span by as much.
+        // bounds go to the run's slack (where counted, for a configured clock's checks): a
+        // steady stream's pairs lie within a tick of the ratios its runs allow, so this
+        // counts the time jumps a run takes in, which move its span by as much. Where not
+        // counted, such a pair ends the run.
         let mut off = 0;
         if let Some(best) = self.best {
-            let (below, far_below) = beyond(best.lo, ticks, bytes, false);
-            let (above, far_above) = beyond(best.hi, ticks, bytes, true);
-            if far_below || far_above {
+            let (far, below, above) = best.far(ticks, bytes);
+            if far {
                 self.run = None;
-                return false;
+                // Under a configured clock (`slack` counted) such pairs are the device's
+                // time jumps, which the clock's checks judge: no rival.
+                return !slack && self.rival(ticks, bytes);
             }
+            self.rival = None;
             if slack {
                 off = slack_of(below, best.lo.1).max(slack_of(above, best.hi.1));
+            } else if below > 0 || above > 0 {
+                // Where no clock is checked the run is only the estimate's: a pair past a
+                // tick off (a time jump within 1%) ends it, as its span would carry the
+                // jump into the bounds (12 ticks in 1104 a packet made 276/277 ticks a
+                // byte 1432/1437, and later gaps whole packets long were flagged).
+                self.run = None;
+                return false;
             }
         }
         let mut run = match self.run {
@@ -216,6 +252,11 @@ impl RateEstimate {
         {
             return false;
         }
+        self.walk(lo, hi)
+    }
+
+    /// The estimate from the bounds `lo..=hi` (the Stern–Brocot walk); true when it changed.
+    fn walk(&mut self, lo: (u64, u64), hi: (u64, u64)) -> bool {
         let new = Ratio::simplest_with_neighbours(lo, hi);
         let changed = new.map(|(r, _)| r) != self.estimate;
         self.estimate = new.map(|(r, _)| r);
@@ -223,6 +264,38 @@ impl RateEstimate {
             self.parents = parents;
         }
         changed
+    }
+
+    /// A pair off the longest run's bounds: taken into the rival run where it agrees with
+    /// it (else it starts one); with more pairs than the longest run (at least two, at
+    /// most [`RIVAL_PAIRS`]), or where that is one pair that spanned more time, the rival
+    /// becomes the longest run and the run going on. True when that changed the estimate.
+    fn rival(&mut self, ticks: u64, bytes: u64) -> bool {
+        let rival = match self.rival {
+            Some(r) if !r.far(ticks, bytes).0 => r.then(ticks, bytes),
+            _ => Run::new(ticks, bytes),
+        };
+        let need = match self.best {
+            // A loss or a time jump forward only adds time to a pair: of two single pairs
+            // the one that spans less is the stream's.
+            Some(b) if b.pairs == 1 && at_most(rival.hi, b.lo) => 1,
+            b => (b.map_or(0, |b| b.pairs) + 1).clamp(2, RIVAL_PAIRS),
+        };
+        if rival.pairs < need {
+            self.rival = Some(rival);
+            return false;
+        }
+        self.rival = None;
+        self.replaced = true;
+        self.best = Some(rival);
+        self.run = Some(rival);
+        self.walk(rival.lo, rival.hi)
+    }
+
+    /// The most ticks a byte the longest run allows, `(T + 1) / B` as (numerator,
+    /// denominator): the fewest bytes a span of ticks can hold.
+    pub(crate) fn most_ticks_per_byte(&self) -> Option<(u64, u64)> {
+        self.best.map(|best| best.hi)
     }
 
     /// Ticks spanned by the longest run of consecutive packets the estimate comes from: the
@@ -242,15 +315,22 @@ impl RateEstimate {
         self.run.map(Run::span)
     }
 
-    /// Whether a run is going on: the last pair was taken into it.
+    /// Whether a run is going on: the last pair was taken into it (or into the rival run).
     pub(crate) fn in_run(&self) -> bool {
-        self.run.is_some()
+        self.run.is_some() || self.rival.is_some()
     }
 
-    /// Forgets the current run (a loss, an end of burst, a restart): the next pair starts
-    /// a new one.
+    /// Forgets the current run and the rival one (a loss, an end of burst, a restart): the
+    /// next pair starts a new one.
     pub fn break_run(&mut self) {
         self.run = None;
+        self.rival = None;
+    }
+
+    /// Whether a rival run replaced the longest one since the last call: positions from
+    /// before came from a rate that was not the stream's.
+    pub(crate) fn take_replaced(&mut self) -> bool {
+        std::mem::take(&mut self.replaced)
     }
 
     /// Forgets everything (a restart).
@@ -281,6 +361,39 @@ mod tests {
         // A device time jump does not spoil it.
         assert!(!e.pair(5_000, 400));
         assert_eq!(e.get(), Ratio::new(1, 4));
+    }
+
+    /// Pairs off the longest run replace it once more of them agree than it has (two at
+    /// least, 16 at most; one against a single pair that spanned more); one alone, or
+    /// pairs that disagree, do not.
+    #[test]
+    fn agreeing_pairs_off_the_longest_run_replace_it() {
+        // A first pair across a time jump: the next pair, spanning less, is the rate.
+        let mut e = RateEstimate::default();
+        e.pair(49_200, 400);
+        assert!(e.pair(100, 400));
+        assert!(e.take_replaced() && !e.take_replaced());
+        assert_eq!(e.get(), Ratio::new(1, 4));
+        // A first pair that spans less: two pairs that agree replace it.
+        let mut e = RateEstimate::default();
+        e.pair(100, 400);
+        assert!(!e.pair(300, 400));
+        assert!(e.pair(300, 400));
+        assert_eq!(e.get(), Ratio::new(3, 4));
+        // A long run, then a sender at twice the rate: 16 pairs replace it.
+        for _ in 0..100 {
+            e.pair(100, 400);
+        }
+        for i in 1..=16 {
+            assert_eq!(e.pair(50, 400), i == 16, "pair {i}");
+        }
+        assert_eq!(e.get(), Ratio::new(1, 8));
+        // Jumps that disagree with each other, or one among the rate's pairs, do not.
+        for i in 0..40 {
+            let ticks = if i % 2 == 0 { 500 } else { 50 };
+            assert!(!e.pair(ticks + 100 * (i % 3), 400), "pair {i}");
+        }
+        assert_eq!(e.get(), Ratio::new(1, 8));
     }
 
     #[test]

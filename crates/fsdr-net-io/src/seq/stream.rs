@@ -501,4 +501,6 @@ impl<T> StreamOrder<T> {
 }
 
 #[cfg(test)]
+mod learnt_tests;
+#[cfg(test)]
 mod tests;

@@ -6,10 +6,11 @@ use super::super::estimate::RunSpan;
 use super::{Newest, SeqExtender};
 use crate::seq::SeqPacket;
 
-/// What a pair that contradicts a configured clock did to it.
+/// What a pair that contradicts a configured clock (or the learnt ratio) did to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Contradiction {
-    /// The clock was dropped for the learnt rate: the packet follows the newest one.
+    /// The clock was dropped for the learnt rate (or the learnt rate replaced by the
+    /// stream's): the packet follows the newest one.
     Dropped,
     /// The clock stands: the packet restarts the stream (`run_goes_on`: the pair was
     /// taken into the learnt rate's run).
@@ -95,15 +96,29 @@ impl SeqExtender {
     /// the pair goes to the run of the learnt rate (which takes it where it fits the run:
     /// a clock the rounding hid, not a jump) and the run decides
     /// ([`run_contradicts`](Self::run_contradicts)).
+    ///
+    /// Under a learnt ratio the pair goes to the learnt rate, which a run of such pairs
+    /// replaces (the ratio came from a pair across a time jump: before, every packet after
+    /// it was a restart, for good): where the estimate changed, the packet follows the
+    /// newest one, positions going on from it.
     pub(super) fn contradicts_clock(&mut self, n: &Newest, p: &SeqPacket) -> Contradiction {
         let restart = Contradiction::Restart { run_goes_on: false };
-        let (Some(tb), Some(t), Some(t0)) = (self.timeline.fixed, p.ticks, n.ticks) else {
+        let (Some(t), Some(t0)) = (p.ticks, n.ticks) else {
             return restart;
         };
         let dt = t.wrapping_sub(t0);
         if (dt as i64) <= 0 {
             return restart;
         }
+        let Some(tb) = self.timeline.fixed else {
+            if self.timeline.learnt.pair(dt, n.payload as u64) {
+                self.timeline.anchor = Some((t0, n.start.unwrap_or(0)));
+                return Contradiction::Dropped;
+            }
+            return Contradiction::Restart {
+                run_goes_on: self.timeline.learnt.in_run(),
+            };
+        };
         if self.timeline.confirmed {
             self.timeline
                 .learnt
@@ -126,5 +141,26 @@ impl SeqExtender {
             .learnt
             .pair_counting(dt, n.payload as u64, true);
         Contradiction::Dropped
+    }
+
+    /// Whether `k0 − 1` lost packets of at most `nominal` units each hold `ahead` units
+    /// within the error of a configured clock not yet dropped: two ticks a packet (what a
+    /// pair that confirmed it hides) and 1% of the time (a rate told that far off shows
+    /// in the first pairs, and is dropped at the second). A clock told 0.1% fast makes
+    /// 1000 packets lost look like 1001; before, that took the counter a period further
+    /// (66 536 frames, flagged). The gap is flagged (rule 1: time other than whole
+    /// packets), and sized by the time. Not under the format's own clock, which is exact:
+    /// the time then holds more packets, a period of the counter further. (`ahead`: the
+    /// least the time can be, where stamps are a tick off.)
+    pub(super) fn within_clock_error(&self, k0: i128, ahead: i128, nominal: i128) -> bool {
+        let Some(tb) = self.timeline.fixed else {
+            return false;
+        };
+        if k0 < 2 || self.own_clock() {
+            return false;
+        }
+        // Two ticks a packet, in units: 2 where a unit spans a tick or more.
+        let per_tick = i128::from(tb.ticks_per_unit.units_per_tick_ceil().max(1));
+        ahead <= (k0 - 1) * (nominal + 2 * per_tick) + ahead / 100
     }
 }

@@ -5,6 +5,7 @@ use check::Contradiction;
 use timeline::Timeline;
 
 mod check;
+mod counter;
 mod timeline;
 
 /// Counter periods a restart jumps ahead: far beyond any gap the tracker accepts (2^20
@@ -114,7 +115,10 @@ struct Newest {
 ///    under a told clock, its error: rule 5) and at least one unit. No such `k`: with the counter one ahead it is a time jump without
 ///    loss (a device overflow, a burst's gap; tagged, not filled), otherwise the sender
 ///    restarted. A packet that starts behind the newest one is a duplicate, a late one or
-///    a reordered one when its position and counter agree, and a restart when they do not.
+///    a reordered one when its position and counter agree, and a restart when they do not
+///    (a duplicate of the newest one carries its stamp). A count the time raised past the
+///    counter's is proven only where the time is whole packets and a learnt ratio is sure
+///    of it within a unit beyond the stamps' rounding; otherwise flagged.
 ///    A learnt ratio gives a position for sizing a gap ([`Widened::start`]) only where a
 ///    packet spans whole ticks under it and the stamp lies on its grid, until a consecutive
 ///    pair shows its stamps rounded (a ratio only near the stream's: 24.007 ticks a packet
@@ -124,10 +128,18 @@ struct Newest {
 ///    by more than the stamps' rounding (a short packet lost, sized as a full one), and
 ///    one a told clock sizes at other than whole packets (rule 5).
 /// 2. **After an end of burst** the next burst may start at any time: the counter alone
-///    sizes a loss there. So it does where a learnt ratio is not yet pinned well enough to
-///    place a packet (its uncertainty over the distance reaches half a packet) — unless
-///    the time, at the least it can be, needs more packets than the counter's number: then
-///    rule 1's count within that uncertainty, flagged (a 4-bit counter's 16·m more).
+///    sizes a loss there. So it does before a rate is learnt (the first consecutive pair)
+///    and where a learnt ratio is not pinned well enough to place a packet (its
+///    uncertainty over the distance reaches half a packet) — unless the time, at the least
+///    it can be (also at the ratio's bound of most ticks a byte), needs more packets than
+///    the counter's number: then rule 1's count within that uncertainty, flagged (a 4-bit
+///    counter's 16·m more). The stamps still tell ahead from behind: a number behind
+///    stamped later is a loss of half a period or more, flagged; and on a 4-bit counter
+///    every loss so counted is flagged. A ratio learnt from one pair that cannot place a
+///    packet is forgotten (that pair spanned a time jump, or 16·m lost), the packet
+///    counted so and flagged; one a run of pairs contradicts is replaced
+///    ([`RateEstimate`](crate::seq::RateEstimate)), flagged. Past a gap, a learnt
+///    ratio's positions go on from the packet after it.
 /// 3. **Without a timestamp** the counter alone: the nearest number ahead or behind. A
 ///    number behind (or equal) is a duplicate only when the payload's fingerprint equals the
 ///    one received at that position; otherwise it is new data after a loss longer than half
@@ -280,7 +292,7 @@ impl SeqExtender {
         // has been learnt from.
         let mut dropped = false;
         let offset = match (timed, n.start) {
-            (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, s, tol, ns, &n) {
+            (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, (s, tol, p.ticks), ns, &n) {
                 Some((o, amb)) => {
                     ambiguous = amb;
                     o
@@ -289,7 +301,12 @@ impl SeqExtender {
                 // or behind the newest one: a clock configured slower than the stream's
                 // (a receiver told 200 Msps for a 491.52 Msps stream) makes every packet
                 // look so. Checked against the configured clock like any pair `learn`
-                // sees; a restart until it is dropped.
+                // sees; a restart until it is dropped. (Before that: a ratio learnt from
+                // one pair that cannot place the packet is forgotten.)
+                None if self.first_pair_only() => {
+                    ambiguous = true;
+                    self.forget_first_pair(d, plain, p, &n)
+                }
                 None if plain == 1 && !n.eob => match self.contradicts_clock(&n, p) {
                     Contradiction::Dropped => {
                         dropped = true;
@@ -314,13 +331,18 @@ impl SeqExtender {
                         ambiguous = amb;
                         o
                     }
-                    _ => match (placed, n.start) {
-                        (Some((s, tol)), Some(ns)) if !n.eob => self
-                            .raised_by_time(plain, s - (ns + n.units), tol, nominal)
-                            .inspect(|_| ambiguous = true)
-                            .unwrap_or(plain),
-                        _ => plain,
-                    },
+                    _ => {
+                        let raised = match (placed, n.start) {
+                            (Some((s, tol)), Some(ns)) if !n.eob => {
+                                self.raised_by_time(plain, s - (ns + n.units), tol, nominal, p, &n)
+                            }
+                            _ => None,
+                        };
+                        let (o, amb) =
+                            raised.map_or_else(|| self.by_order(d, plain, p, &n), |k| (k, true));
+                        ambiguous = amb;
+                        o
+                    }
                 }
             }
         };
@@ -329,8 +351,14 @@ impl SeqExtender {
             // Off the clock: the packet is not where the newest one's end puts it (beyond
             // the stamps' rounding).
             let off = matches!((timed, n.start), (Some((s, tol)), Some(ns)) if (s - (ns + n.units)).abs() > tol);
+            // A time jump where the ratio comes from one pair: the jump may be that pair's
+            // (or, on a 4-bit counter, 16·m lost here): flagged.
+            ambiguous |= off && offset == 1 && self.first_pair_only();
             self.learn(&n, offset, p, off);
         }
+        // The learnt rate was replaced by the stream's (its first pair spanned a time jump,
+        // or a loss its counter could not show): flagged where positions came from it.
+        ambiguous |= self.timeline.learnt.take_replaced() && self.timeline.fixed.is_none();
         let place = p.ticks.and_then(|t| self.timeline.place(t));
         let start = place.map(|s| s.pos);
         // Where it starts, for sizing a gap before it: only where the timeline pins it.
@@ -351,6 +379,17 @@ impl SeqExtender {
                 (.., Some((s, tol)), Some(ns)) => (s - (ns + n.units) - lost).abs() > tol,
                 _ => false,
             };
+        }
+        // Past a gap, a learnt ratio's positions go on from this packet: its uncertainty
+        // grows with the distance from the anchor, and the gap's span (a long loss, a time
+        // jump) is no part of the next gap's. (Before, on a 4-bit counter, 33 lost after a
+        // jump of 11 543 ticks were counted 1: the uncertainty over both left only the
+        // counter.)
+        if offset > 1
+            && self.timeline.fixed.is_none()
+            && let (Some(t), Some(s)) = (p.ticks, start)
+        {
+            self.timeline.anchor = Some((t, s));
         }
         if p.ticks.is_none() {
             self.remember_print(ext, p.fingerprint);
@@ -381,8 +420,7 @@ impl SeqExtender {
         &self,
         d: u64,
         plain: i64,
-        s: i128,
-        tol: i128,
+        (s, tol, ticks): (i128, i128, Option<u64>),
         ns: i128,
         n: &Newest,
     ) -> Option<(i64, bool)> {
@@ -415,9 +453,13 @@ impl SeqExtender {
             if k == 1 || k <= (ahead + tol) / self.timeline.least() + 1 {
                 // Proven when the missing time is k − 1 packets of the stream's size, which
                 // stamps a tick off (a configured tick longer than half a sample) cannot
-                // show; a count the time had to raise past the counter's without that is a
-                // guess.
-                let proven = !self.timeline.coarse() && ahead == (k - 1) * nominal;
+                // show, nor a learnt ratio unsure of it by more than a unit beyond the
+                // stamps' rounding (a jump of 159.99 packets' time read as 160 under a
+                // ratio two pairs old); a count the time had to raise past the counter's
+                // without that is a guess.
+                let proven = !self.timeline.coarse()
+                    && ahead == (k - 1) * nominal
+                    && (self.timeline.fixed.is_some() || tol <= self.timeline.quantum() + 1);
                 let ambiguous = k != i128::from(plain) && !proven;
                 return Some((i64::try_from(k).ok()?, ambiguous));
             }
@@ -428,9 +470,12 @@ impl SeqExtender {
         // packet between at least what one tick resolves, the one nearest to what the time
         // says in packets of the stream's size (time may have jumped between them, so that
         // is only an estimate); none such: a restart.
+        // A duplicate of the newest one carries its stamp: another stamp where the time
+        // puts it is no duplicate (before, a ratio taught by a first pair across a time
+        // jump took the packet after 31 lost for one, and dropped it).
         let rel = s - ns;
         if rel.abs() <= tol {
-            return (d == 0).then_some((0, false));
+            return (d == 0 && ticks == n.ticks).then_some((0, false));
         }
         if rel > 0 {
             return None; // starts inside the newest packet
@@ -438,61 +483,6 @@ impl SeqExtender {
         let max_back = (-rel + tol) / self.timeline.least();
         let k = nearest_behind(d as i128, period, rel as f64 / nominal as f64, max_back)?;
         Some((i64::try_from(k).ok()?, false))
-    }
-
-    /// Where a ratio too loose to place a packet leaves the count to the counter: the time,
-    /// `a ± tol` units after the newest one's end, may need more packets than the
-    /// counter's nearest number (a 4-bit counter's 16·m more: 1745 lost were 1, unflagged).
-    /// Then rule 1's count where the time holds it (flagged by the caller); `None`: the
-    /// counter's number holds the time, or no count does (a time jump).
-    fn raised_by_time(&self, plain: i64, a: i128, tol: i128, nominal: i128) -> Option<i64> {
-        let lo = (a - tol + nominal - 1) / nominal + 1;
-        let (plain, period) = (i128::from(plain), self.period as i128);
-        let k = plain + period * ((lo - plain + period - 1) / period);
-        (a > tol && plain < lo && k <= (a + tol) / self.timeline.least() + 1)
-            .then(|| i64::try_from(k).ok())?
-    }
-
-    /// Whether `k0 − 1` lost packets of at most `nominal` units each hold `ahead` units
-    /// within the error of a configured clock not yet dropped: two ticks a packet (what a
-    /// pair that confirmed it hides) and 1% of the time (a rate told that far off shows
-    /// in the first pairs, and is dropped at the second). A clock told 0.1% fast makes
-    /// 1000 packets lost look like 1001; before, that took the counter a period further
-    /// (66 536 frames, flagged). The gap is flagged (rule 1: time other than whole
-    /// packets), and sized by the time. Not under the format's own clock, which is exact:
-    /// the time then holds more packets, a period of the counter further. (`ahead`: the
-    /// least the time can be, where stamps are a tick off.)
-    fn within_clock_error(&self, k0: i128, ahead: i128, nominal: i128) -> bool {
-        let Some(tb) = self.timeline.fixed else {
-            return false;
-        };
-        if k0 < 2 || self.own_clock() {
-            return false;
-        }
-        // Two ticks a packet, in units: 2 where a unit spans a tick or more.
-        let per_tick = i128::from(tb.ticks_per_unit.units_per_tick_ceil().max(1));
-        ahead <= (k0 - 1) * (nominal + 2 * per_tick) + ahead / 100
-    }
-
-    /// A number behind (or equal to) the newest one, on a stream without timestamps: a
-    /// duplicate when its fingerprint matches the one received there, late when nothing was
-    /// received there, new data after a long loss otherwise.
-    fn by_print(&self, newest: u64, plain: i64, fp: u64) -> (i64, bool) {
-        let cand = newest.wrapping_add(plain as u64);
-        match self.prints.get(cand as usize % PRINTS) {
-            Some(&Some((e, f))) if e == cand && f != fp => (plain + self.period as i64, true),
-            // The same bytes again, or a position never received (late, by the nearest
-            // number rule).
-            _ => (plain, false),
-        }
-    }
-
-    fn remember_print(&mut self, ext: u64, fp: Option<u64>) {
-        let Some(fp) = fp else { return };
-        if self.prints.is_empty() {
-            self.prints = vec![None; PRINTS];
-        }
-        self.prints[ext as usize % PRINTS] = Some((ext, fp));
     }
 
     /// Learns the rate from consecutive packets, checks a configured one against them (a

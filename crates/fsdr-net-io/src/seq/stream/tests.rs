@@ -221,125 +221,16 @@ proptest::proptest! {
     }
 }
 
-/// A learnt stream (no rates) of `n` packets of `spp` sc16 samples spanning `per_packet`
-/// ticks, stamps rounded from tick `t0`, CHDR's 16-bit counter, packets `lost` missing: the
-/// gaps released, as (packet after, frames, bytes, ambiguous).
-fn learnt_gaps(
-    spp: u64,
-    per_packet: f64,
-    t0: f64,
-    n: u64,
-    lost: impl Fn(u64) -> bool,
-) -> Vec<(u64, u64, Option<u64>, bool)> {
-    let tracking = Tracking::for_format(Format::Chdr, 1).unwrap();
-    let mut order = StreamOrder::<u64>::new(tracking, 64);
-    let mut out = Vec::new();
-    for k in (0..n).filter(|&k| !lost(k)) {
-        let p = SeqPacket {
-            seq: k % 65536,
-            ticks: Some((t0 + k as f64 * per_packet).round() as u64),
-            payload: 4 * spp as usize,
-            ..Default::default()
-        };
-        let w = order.widen(&p);
-        assert!(!w.restart, "packet {k}: {w:?}");
-        order.push(w, &p, k, &mut out);
-    }
-    order.flush_all(&mut out);
-    out.iter()
-        .filter(|r| r.gap.frames > 0)
-        .map(|r| (r.item, r.gap.frames, r.gap.bytes, r.gap.ambiguous))
-        .collect()
-}
-
-/// The record of 11-28: a learnt ratio of whole ticks a packet that is only near the
-/// stream's (an X410 channel at 491.52 Msps in 59-sample packets: 24.007 ticks of 200 MHz,
-/// learnt as 24 for some 280 packets; 128.59 Msps in 90-sample packets: 139.98, learnt as
-/// 140) sized a gap across a stamp the rounding moved a tick off, silently: 3786 bytes for
-/// 3776, 717 for 720. Such a stamp is off the ratio's grid: the gap is sized from the
-/// packets, and every gap is its packets' bytes.
-#[test]
-fn a_learnt_ratio_only_near_whole_ticks_a_packet_sizes_no_gap_a_tick_off() {
-    for (spp, rate) in [(59u64, 491.52e6), (90, 90.0 * 200e6 / 139.98)] {
-        let per_packet = spp as f64 * 200e6 / rate;
-        // Stamps from half a tick on: the 59-sample stream's first rounding step comes
-        // late (packet 141), after runs that pin the ratio (before, 125 to 140 lost was
-        // sized 3786 bytes).
-        let t0 = 1000.51;
-        for start in (20..260).step_by(7) {
-            let gaps = learnt_gaps(spp, per_packet, t0, 400, |k| {
-                (start..start + 16).contains(&k)
-            });
-            assert_eq!(gaps.len(), 1, "{spp} from {start}: {gaps:?}");
-            assert_eq!(
-                gaps[0],
-                (start + 16, 16, Some(16 * 4 * spp), false),
-                "{spp} samples, lost from {start}"
-            );
-        }
-    }
-}
-
-/// Where a tick is a whole number of bytes (here a tick a sample) every stamp lies on the
-/// learnt ratio's grid: a stream 0.001% off whole ticks a packet whose first rounding step
-/// falls inside a loss shows the gap a tick (a sample) longer than its packets. Nothing
-/// told that from a short packet lost: it is sized by the time and flagged `ambiguous`; a
-/// gap of whole packets is not.
-#[test]
-fn a_gap_a_learnt_ratio_sizes_at_other_than_whole_packets_is_flagged() {
-    // 100.001 ticks a packet from 1000.3: the first stamp a tick up is packet 200's.
-    let lost = |k: u64| (100..105).contains(&k) || (195..205).contains(&k);
-    let gaps = learnt_gaps(100, 100.001, 1000.3, 400, lost);
-    assert_eq!(
-        gaps,
-        [(105, 5, Some(2000), false), (205, 10, Some(4004), true)]
-    );
-}
-
-proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
-
-    /// A stream nobody told the rates (the ratio learnt from its stamps), CHDR's 16-bit
-    /// counter, full packets spanning `whole` ticks and a little more or less (a device rate
-    /// near, not at, whole ticks a packet: an X410 channel in 59-sample packets spans 24.007
-    /// ticks of 200 MHz) or exactly `whole`, stamps rounded to ticks from any phase, losses
-    /// anywhere: every gap is its lost packets' bytes, unflagged, or, where a stamp a tick off still
-    /// lies on the learnt ratio's grid, flagged `ambiguous` and within a tick. Before, a
-    /// learnt ratio of whole ticks a packet pinned positions until a long run excluded it,
-    /// and a gap across a stamp the rounding moved was a tick off, silently (3786 bytes for
-    /// 3776, 717 for 720).
-    #[test]
-    fn learnt_gaps_near_whole_ticks_a_packet_are_whole_packets(
-        whole in 2u64..2000,
-        frac in proptest::option::of((proptest::bool::ANY, 0.0002..0.05f64)),
-        spp in 16u64..2000,
-        phase in 0.0..1.0f64,
-        losses in proptest::collection::vec((0u64..600, 1u64..40), 0..8),
-    ) {
-        let per_packet = match frac {
-            Some((more, f)) => whole as f64 + if more { f } else { -f },
-            None => whole as f64,
-        };
-        let lost: std::collections::BTreeSet<u64> =
-            losses.iter().flat_map(|&(at, n)| at..at + n).collect();
-        let gaps = learnt_gaps(spp, per_packet, 1000.0 + phase, 800, |k| lost.contains(&k));
-        // Where a tick is a whole number of bytes under the learnt ratio, or two thirds of
-        // a byte to one, a stamp a tick off still lies on (or near) its grid: such a gap
-        // may be a tick off, flagged. Elsewhere it is exact.
-        let bytes_per_tick = (4 * spp) as f64 / whole as f64;
-        let on_grid = (4 * spp) % whole == 0 || (2.0 / 3.0..1.0).contains(&bytes_per_tick);
-        for (k, missed, bytes, ambiguous) in gaps {
-            let run = (0..k).rev().take_while(|j| lost.contains(j)).count() as u64;
-            proptest::prop_assert_eq!(missed, run, "packet {}", k);
-            let (truth, bytes) = (missed * 4 * spp, bytes.unwrap_or(0));
-            let tick = (4 * spp) as f64 / per_packet;
-            let flagged = on_grid && ambiguous && (bytes.abs_diff(truth) as f64) < tick + 1.0;
-            proptest::prop_assert!(
-                (bytes == truth && !ambiguous) || flagged,
-                "packet {}: {} bytes for {} ({} ambiguous)", k, bytes, truth, ambiguous
-            );
-        }
-    }
+/// What a receiver made of a stream ([`outcome`]).
+pub(super) struct Outcome {
+    /// The gaps released, as (packet after, frames, bytes, ambiguous).
+    pub(super) gaps: Vec<(u64, u64, Option<u64>, bool)>,
+    /// The packets that restarted the stream.
+    pub(super) restarts: Vec<u64>,
+    /// The packets released flagged `ambiguous` (with a gap or not).
+    pub(super) flagged: Vec<u64>,
+    /// The packet the clock was dropped at.
+    pub(super) dropped: Option<u64>,
 }
 
 /// Ticks longer than half a sample (an X410 channel's 491.52 Msps at 200 MHz, configured):
@@ -382,16 +273,6 @@ fn a_short_packet_lost_where_ticks_are_coarse_is_flagged() {
     );
 }
 
-/// What a receiver told the rates made of a stream ([`told_gaps`]).
-struct Told {
-    /// The gaps released, as (packet after, frames, bytes, ambiguous).
-    gaps: Vec<(u64, u64, Option<u64>, bool)>,
-    /// The packets that restarted the stream.
-    restarts: Vec<u64>,
-    /// The packet the clock was dropped at.
-    dropped: Option<u64>,
-}
-
 /// A stream of `n` packets of `spp` sc16 samples at `ticks_per_sample` (stamps rounded
 /// from tick 1000.3), its receiver told the rates `tb`, the counter of `format` (CHDR's
 /// 16 bits, VRT's 4), packets `lost` missing.
@@ -402,16 +283,29 @@ fn told_gaps(
     ticks_per_sample: f64,
     n: u64,
     lost: impl Fn(u64) -> bool,
-) -> Told {
-    let tracking = Tracking::for_format(format, 1).unwrap();
+) -> Outcome {
+    let tick = |k: u64| 1000.3 + (k * spp) as f64 * ticks_per_sample;
+    outcome(format, Some(tb), spp, tick, (0..n).filter(|&k| !lost(k)))
+}
+
+/// What a `StreamOrder` of `format` (window 64) makes of the packets `sent` of `spp` sc16
+/// samples, packet `k` numbered `k` and stamped at `tick(k)` rounded, told `timebase`.
+pub(super) fn outcome(
+    format: Format,
+    timebase: Option<crate::seq::Timebase>,
+    spp: u64,
+    tick: impl Fn(u64) -> f64,
+    sent: impl Iterator<Item = u64>,
+) -> Outcome {
     let period = 1u64 << format.seq_bits().unwrap();
+    let tracking = Tracking::for_format(format, 1).unwrap();
     let mut order = StreamOrder::<u64>::new(tracking, 64);
     let (mut out, mut restarts, mut dropped) = (Vec::new(), Vec::new(), None);
-    for k in (0..n).filter(|&k| !lost(k)) {
+    for k in sent {
         let p = SeqPacket {
             seq: k % period,
-            ticks: Some((1000.3 + (k * spp) as f64 * ticks_per_sample).round() as u64),
-            timebase: Some(tb),
+            ticks: Some(tick(k).round() as u64),
+            timebase,
             payload: 4 * spp as usize,
             ..Default::default()
         };
@@ -430,9 +324,10 @@ fn told_gaps(
         .filter(|r| r.gap.frames > 0)
         .map(|r| (r.item, r.gap.frames, r.gap.bytes, r.gap.ambiguous))
         .collect();
-    Told {
+    Outcome {
         gaps,
         restarts,
+        flagged: out.iter().filter(|r| r.ambiguous).map(|r| r.item).collect(),
         dropped,
     }
 }
@@ -449,10 +344,11 @@ fn a_clock_a_little_off_is_dropped_before_it_sizes_a_gap() {
     for off in [0.001, -0.001, 0.0019, -0.0019] {
         for gap in [300, 1000] {
             let lost = |k: u64| (100..100 + gap).contains(&k);
-            let Told {
+            let Outcome {
                 gaps,
                 restarts,
                 dropped,
+                ..
             } = told_gaps(tb, Format::Chdr, 100, 1.0 / (1.0 + off), gap + 400, lost);
             assert_eq!(gaps, [(100 + gap, gap, Some(400 * gap), false)], "{off}");
             assert!(dropped.is_some_and(|k| k < 100), "{off}: {dropped:?}");
@@ -470,7 +366,7 @@ fn a_gap_a_clock_a_little_off_sizes_before_a_run_shows_it_is_flagged() {
     let tb = crate::seq::Timebase::of_rates(200e6, 200e6, 4).unwrap();
     for off in [0.001, -0.001] {
         let lost = |k: u64| (10..1010).contains(&k);
-        let Told { gaps, .. } = told_gaps(tb, Format::Chdr, 100, 1.0 / (1.0 + off), 1100, lost);
+        let Outcome { gaps, .. } = told_gaps(tb, Format::Chdr, 100, 1.0 / (1.0 + off), 1100, lost);
         assert_eq!(gaps.len(), 1, "{off}: {gaps:?}");
         let (item, frames, _, ambiguous) = gaps[0];
         assert_eq!((item, frames, ambiguous), (1010, 1000, true), "{off}");
@@ -515,7 +411,7 @@ proptest::proptest! {
             .collect();
         let n = lost.last().map_or(0, |l| l + 200);
         let format = if vrt { Format::Vrt } else { Format::Chdr };
-        let Told { gaps, restarts, dropped } =
+        let Outcome { gaps, restarts, dropped, .. } =
             told_gaps(tb, format, spp, ticks_per_sample, n, |k| lost.contains(&k));
         let units_per_tick = (told / 200e6).ceil() as u64;
         for (k, frames, bytes, ambiguous) in gaps {
