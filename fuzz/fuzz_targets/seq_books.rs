@@ -5,6 +5,8 @@
 //! be that. The check knows what was sent; it never asks the code under test.
 #![no_main]
 
+#[path = "../../crates/fsdr-net-io/tests/model/learnt.rs"]
+mod learnt;
 #[path = "../../crates/fsdr-net-io/tests/model/reference.rs"]
 mod reference;
 // The engine and in-place runs are the model test's; here only the pure one runs.
@@ -119,14 +121,16 @@ fn scenario(data: &[u8]) -> Option<Scenario> {
             ticks_per_sample: tpi,
             tick_rate,
             sample_rate,
-            configured: true,
+            // Formats that can learn their rates are told them or not.
+            configured: !(kind.learnable() && head[7] & 2 != 0),
         },
         spp,
         first_seq,
         window,
         ops,
     }
-    .coarse())
+    .coarse()
+    .learnt())
 }
 
 fuzz_target!(|data: &[u8]| {

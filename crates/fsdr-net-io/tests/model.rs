@@ -1,7 +1,9 @@
 //! Exactness against a reference model (issue: "Exact under any loss pattern"): proptest
-//! generates streams of every format, clock and sample encoding with lost runs (also of
-//! 16·m and 65536·m packets, and across counter wraps), short packets, ends of burst, device
-//! time jumps, counter restarts, reorders within and beyond the window and duplicates; each
+//! generates streams of every format, clock and sample encoding (the rates told to the
+//! receiver, or learnt from the stamps where a format's time is a told clock's) with lost
+//! runs (also of 16·m and 65536·m packets, and across counter wraps), short packets, ends
+//! of burst, device time jumps, counter restarts, reorders within and beyond the window
+//! and duplicates; each
 //! runs through the sequence layer and depacketizer (and a share of them through an engine
 //! over loopback), and every item, tag and counter must be what the model says the format
 //! allows (`model/reference.rs`).
@@ -12,6 +14,7 @@
 //! Shrunk failures are kept as unit tests at the end of this file.
 
 mod model {
+    pub mod learnt;
     pub mod reference;
     pub mod run;
     pub mod scenario;
@@ -97,8 +100,11 @@ fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
         0usize..8,
         prop::sample::select(vec![Enc::Sc16, Enc::Sc8, Enc::Fc32]),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_flat_map(|(kind, window, spp, seed, clock_i, enc, float)| {
+        .prop_flat_map(|(kind, window, spp, seed, clock_i, enc, float, learnt)| {
+            // Half the cases of formats that can learn their rates are not told them.
+            let learnt = learnt && kind.learnable();
             let enc = match (enc, kind.format()) {
                 (Enc::Fc32, fsdr_net_io::Format::Vrt) => Enc::Sc16,
                 (e, _) => e,
@@ -123,9 +129,10 @@ fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
                 ticks_per_sample: tpi,
                 tick_rate,
                 sample_rate,
-                // The clock the blocks give the engine; a learnt ratio is exact only once
-                // pinned (`seq::RateEstimate` and its own tests).
-                configured: true,
+                // The clock the blocks give the engine, with the rates or without them
+                // (learnt from the stamps: `Scenario::learnt` says what such a case keeps
+                // out).
+                configured: !learnt,
             };
             prop::collection::vec(op(kind, spp, even, window), 1..200).prop_map(move |ops| {
                 Scenario {
@@ -140,6 +147,7 @@ fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
                     ops: tidy(ops),
                 }
                 .coarse()
+                .learnt()
             })
         })
 }
@@ -329,4 +337,146 @@ fn fuzzed_short_packets_then_a_full_one_lost_at_coarse_ticks() {
     ops[5].lose = 2;
     let clock = (Ratio::new(625, 384).unwrap(), 200e6, 122.88e6);
     both(&case(Kind::ChdrTicks, Enc::Sc16, clock, 5, 65_472, 0, ops).coarse());
+}
+
+// ---- Learnt rates (`Scenario::learnt`): shrunk by the model test, kept as unit tests ----
+
+/// `sc` with its receiver told no rates (a sample's bytes only, as the blocks give them).
+fn learnt(mut sc: Scenario) -> Scenario {
+    sc.clock.configured = false;
+    sc
+}
+
+/// A jump of 4 samples on VRT's 4-bit counter was 16 lost packets (flagged): under a ratio
+/// learnt per byte a lost packet held a byte at least, not a sample.
+#[test]
+fn learnt_a_jump_of_a_few_samples_is_no_room_for_16_lost() {
+    let mut ops = plain_ops(17);
+    ops[16].jump = 4;
+    let clock = (Ratio::new(390_625, 12).unwrap(), 30.72e6, 30.72e6);
+    let sc = case(Kind::VrtPicos, Enc::Sc16, clock, 29, 7, 1, ops);
+    both(&learnt(sc));
+}
+
+/// A packet 76 late on a 4-bit counter, where the learnt ratio is too loose to place it,
+/// was new data 4 ahead (unflagged): its stamp is earlier than the newest one's.
+#[test]
+fn learnt_a_late_packet_stamped_earlier_is_behind() {
+    let mut ops = plain_ops(21);
+    (ops[16].lose, ops[17].delay, ops[18].lose, ops[19].delay) = (1, 3, 73, 1);
+    let clock = (Ratio::integer(1).unwrap(), 100e6, 100e6);
+    let sc = case(Kind::VrtFree, Enc::Sc16, clock, 23, 1, 0, ops);
+    both(&learnt(sc));
+}
+
+/// A copy of a packet 33 back (a 4-bit counter, ticks of 0.4 samples) was late 1 back.
+#[test]
+fn learnt_a_copy_far_behind_is_a_duplicate() {
+    let mut ops = plain_ops(33);
+    (ops[16].delay, ops[16].dup, ops[17].lose, ops[28].lose) = (12, 1, 4, 17);
+    let clock = (Ratio::new(625, 1536).unwrap(), 200e6, 491.52e6);
+    let sc = case(Kind::VrtFree, Enc::Sc16, clock, 9, 14, 8, ops);
+    both(&learnt(sc));
+}
+
+/// A counter restarted with no time lost, on 1-sample packets, was 10 lost (flagged):
+/// they would need 10 samples of time.
+#[test]
+fn learnt_a_restart_with_no_time_for_its_numbers_is_a_restart() {
+    let mut ops = plain_ops(17);
+    ops[16].restart = true;
+    let clock = (Ratio::new(390_625, 12).unwrap(), 30.72e6, 30.72e6);
+    let sc = case(Kind::VrtPicos, Enc::Sc16, clock, 1, 6, 0, ops);
+    both(&learnt(sc));
+}
+
+/// A copy of a 1-sample packet right after it (ticks of a sample, 8 bytes) was a restart:
+/// it lay within the stamps' rounding of the newest one's end.
+#[test]
+fn learnt_a_copy_of_a_packet_shorter_than_the_rounding_is_a_duplicate() {
+    let mut ops = plain_ops(31);
+    (ops[16].short, ops[16].dup) = (34, 1);
+    let clock = (Ratio::integer(1).unwrap(), 100e6, 100e6);
+    let sc = case(Kind::ChdrTicks, Enc::Fc32, clock, 35, 65_516, 1, ops);
+    both(&learnt(sc));
+}
+
+/// A copy of the packet numbered 0 right after it, on packets too short for the learnt
+/// ratio to place (the fuzzer): a restart, by rule 4; it is the newest one again.
+#[test]
+fn learnt_a_copy_numbered_0_of_a_packet_too_short_to_place_is_a_duplicate() {
+    let mut ops = plain_ops(30);
+    ops[24].dup = 1;
+    let clock = (Ratio::integer(4).unwrap(), 200e6, 50e6);
+    let sc = case(Kind::ChdrTicks, Enc::Sc8, clock, 2, 65_512, 0, ops);
+    both(&learnt(sc));
+}
+
+/// A late copy of the packet numbered 0 (CHDR's restart number, across the wrap) was a
+/// restart where the learnt ratio was too loose to place it; its stamp puts it behind.
+#[test]
+fn learnt_a_late_copy_numbered_0_is_a_duplicate() {
+    let mut ops = plain_ops(33);
+    (ops[18].dup, ops[20].lose, ops[23].lose) = (6, 10, 17);
+    let clock = (Ratio::new(5, 2).unwrap(), 200e6, 80e6);
+    let sc = case(Kind::ChdrTicks, Enc::Fc32, clock, 4, 65_518, 8, ops);
+    both(&learnt(sc));
+}
+
+/// CHDR's restart number after an end of burst restarts the stream, told the rates or not
+/// (before: where the time placed it, 37 258 lost, flagged).
+#[test]
+fn a_restart_after_an_end_of_burst_is_a_restart() {
+    let mut ops = plain_ops(18);
+    (ops[16].eob_gap, ops[17].restart) = (Some(0), true);
+    let clock = (Ratio::new(5, 2).unwrap(), 200e6, 80e6);
+    let sc = case(Kind::ChdrTicks, Enc::Sc8, clock, 2, 28_261, 64, ops);
+    both(&sc);
+    both(&learnt(sc));
+}
+
+/// A copy of the newest packet, numbered 0 and ending a burst, is a duplicate (rule 4
+/// after an end of burst, as first written, made it a restart: props 1M).
+#[test]
+fn a_copy_of_a_burst_end_numbered_0_is_a_duplicate() {
+    let mut ops = plain_ops(7);
+    (ops[6].eob_gap, ops[6].dup) = (Some(0), 1);
+    let clock = (Ratio::new(20, 7).unwrap(), 200e6, 70e6);
+    both(&case(Kind::ChdrTicks, Enc::Fc32, clock, 10, 65_530, 8, ops));
+}
+
+/// Ticks of 0.61 samples learnt: a count the time raised past the counter's (7 lost, the
+/// counter 8 behind) was proven or not by the stamps' rounding; as with the rates told,
+/// it is flagged.
+#[test]
+fn learnt_coarse_ticks_prove_no_count() {
+    let mut ops = plain_ops(120);
+    (ops[56].lose, ops[91].lose) = (1, 7);
+    let clock = (Ratio::new(625, 384).unwrap(), 200e6, 122.88e6);
+    let sc = case(Kind::VrtFree, Enc::Sc8, clock, 30, 0, 8, ops);
+    both(&learnt(sc));
+}
+
+/// A gap a late packet closed after a short one, the ratio learnt after a restart (20/7
+/// ticks a sample): 167 bytes for 168, unflagged — never checked against the packets.
+#[test]
+fn learnt_a_gap_a_late_packet_closes_is_whole_samples() {
+    let mut ops = plain_ops(38);
+    (ops[16].eob_gap, ops[17].eob_gap, ops[18].short) = (Some(3), Some(3), 8);
+    (ops[21].restart, ops[22].short, ops[34].short) = (true, 2, 2);
+    (ops[35].lose, ops[35].delay) = (1, 1);
+    let clock = (Ratio::new(20, 7).unwrap(), 200e6, 70e6);
+    let sc = case(Kind::ChdrTicks, Enc::Fc32, clock, 21, 49_200, 64, ops);
+    both(&learnt(sc));
+}
+
+/// Ticks longer than half a sample (122.88 Msps, 200 MHz), learnt as whole ticks a
+/// packet: positions pinned 11 bytes off sized a gap a late packet closed 2 samples short.
+#[test]
+fn learnt_coarse_ticks_pin_no_position() {
+    let mut ops = plain_ops(18);
+    (ops[16].lose, ops[16].delay) = (12, 1);
+    let clock = (Ratio::new(625, 384).unwrap(), 200e6, 122.88e6);
+    let sc = case(Kind::ChdrTicks, Enc::Fc32, clock, 27, 7_914, 64, ops);
+    both(&learnt(sc));
 }

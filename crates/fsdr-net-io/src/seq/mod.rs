@@ -13,13 +13,13 @@
 //! | format | counter | time | loss | reorder | duplicate | restart | wrap |
 //! |---|---|---|---|---|---|---|---|
 //! | seq64, seq+size | 64 bits | none | exact (up to 2^20 frames; beyond: resync) | within the window; later: late | exact (history of 1024) | first number (1) out of turn, or 4 in a row far behind | never |
-//! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it; time other than whole packets (a short packet lost, or the told rates a little off) flagged `ambiguous` | within the window | exact | counter and time disagree | exact |
+//! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it; time other than whole packets (a short packet lost, or the told rates a little off) flagged `ambiguous` | within the window | exact | counter and time disagree; 0 out of turn after an end of burst | exact |
 //! | CHDR, ticks longer than half a sample (491.52 Msps at 200 MHz) | 16 bits | ticks, each stamp up to half a tick off | counted exactly, any length; sized as lost × largest payload; a count the time raised past the counter's flagged `ambiguous`, and a loss the time shows other than whole packets beyond the rounding (a short packet lost) | within the window | exact | counter and time disagree by more than the rounding; 0 within ⌈samples per tick⌉·2 + 1 of the wrap is taken for a loss | exact |
 //! | CHDR without timestamps | 16 bits | none | exact below 32768 packets; sized as lost × largest payload | within the window | exact | 0 out of turn, except within 1024 ahead (the wrap); one receive thread only (with several, packets far behind are late) | exact |
 //! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length; with picoseconds (a told sample rate), time other than whole packets flagged as for CHDR | within the window (≤ 7) | exact | counter and time disagree | exact |
 //! | VRT, integer seconds + sample count | 4 bits | with the sample rate ([`StreamClock`]) | as above; without the rate: as without time | | | | |
 //! | VRT, free-running count | 4 bits | ticks at the told tick rate (the sample rate unless told) | as for CHDR with timestamps (or ticks longer than half a sample); a 16·m loss told by the time (and a time jump within the ticks' rounding of 16·m samples taken for one, flagged; with ticks longer than half a sample, a packet late across a jump so taken may, at a tie, take the other of two numbers 16 apart) | within the window (≤ 7) | exact | counter and time disagree | exact |
-//! | any with timestamps, rate learnt (none told) | | ticks at the learnt ratio | as above once a run pins the ratio; before the first consecutive pair, or where the ratio is too loose to place a packet, the counter (the stamps telling ahead from behind, the least time the ratio allows raising a 4-bit count), every such loss on a 4-bit counter flagged; a first pair that hid a time jump or 16·m lost is dropped at the next packet it cannot place, or replaced by the pairs after it: flagged, that loss not counted (or one restart) | | exact (a duplicate of the newest carries its stamp) | counter and time disagree | |
+//! | any with timestamps, rate learnt (none told) | | ticks at the learnt ratio | as above once a run pins the ratio; before the first consecutive pair, or where the ratio is too loose to place a packet, the counter (the stamps telling ahead from behind, the least time the ratio allows raising a 4-bit count), every such loss on a 4-bit counter flagged; a first pair that hid a time jump or 16·m lost is dropped at the next packet it cannot place, or replaced by the pairs after it: flagged, that loss not counted (or one restart); with a sample's bytes known (the blocks give them) a lost packet holds a sample at least, and ticks longer than half a sample pin no position and prove no raised count, as when told | a number stamped earlier than the newest one is behind, where the loose ratio puts it | exact (a duplicate of the newest carries its stamp) | counter and time disagree (the lost packets need more time than there is) | |
 //! | VRT without timestamps | 4 bits | none | lost mod 16 (16·m is invisible); 8–15 (mod 16) flagged `ambiguous` | within 3 | proven by the payload's fingerprint | not detectable | — |
 //!
 //! Rules behind the table:
@@ -52,7 +52,9 @@
 //!   than whole packets is flagged `ambiguous` (a short packet lost cannot be told from
 //!   stamps rounded at a rate near the learnt one until a run shows the rounding). A gap
 //!   sized from the packets while the time shows other than whole ones beyond its
-//!   rounding (a short packet lost) is flagged too. Where a learnt ratio is too loose to
+//!   rounding (a short packet lost) is flagged too; under a learnt ratio so is a gap a late
+//!   datagram closed, its bytes rounded to whole samples where a sample's size is known
+//!   (flagged where that rounds). Where a learnt ratio is too loose to
 //!   place a packet, the counter counts a loss unless the time needs more packets (a
 //!   4-bit counter's 16·m more): then the time's count, flagged.
 //! - A timestamp is exact to the item when ticks per item is an integer or more than 2

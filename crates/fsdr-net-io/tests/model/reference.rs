@@ -5,9 +5,11 @@
 //!
 //! 1. **Perception**: where the format says each arriving packet belongs. With a usable
 //!    timestamp that is its true place (the rules of `seq::extend` for what a counter and a
-//!    time can tell; a 4-bit counter's long loss with short packets in it is the fewest
-//!    packets the counter allows; where stamps a tick off size a loss from the packets, one
-//!    whose time is other than whole packets is flagged); without one, the nearest number
+//!    time can tell, under the rates told, or learnt from the stream, which allows for no
+//!    told clock's error; a 4-bit counter's long loss with short packets in it is the
+//!    fewest packets the counter allows; where stamps a tick off size a loss from the
+//!    packets, one whose time is other than whole packets is flagged); without one, the
+//!    nearest number
 //!    to the newest, a position behind being a duplicate only if it brings the same bytes
 //!    as were received there.
 //! 2. **Order**: a window of `window` packets restores order; a packet beyond it declares the
@@ -209,6 +211,10 @@ impl<'a> Model<'a> {
         if start >= end {
             let ahead = start - end;
             if n.eob {
+                // The time tells nothing across it: CHDR's restart number restarts.
+                if self.restart_number(s, plain) {
+                    return None;
+                }
                 let k = if d == 0 { period } else { d };
                 return Some((k, plain <= 0));
             }
@@ -224,6 +230,7 @@ impl<'a> Model<'a> {
                 _ => 1,
             } as i128;
             let told = self.sc.told_clock()
+                && self.sc.clock.configured
                 && k0 >= 2
                 && ahead <= (k0 - 1) * (nominal + 2 * per_tick) + ahead / 100;
             let k = if k0 >= lo || told {
@@ -271,11 +278,7 @@ impl<'a> Model<'a> {
     /// A short counter without time: the nearest number; behind, a duplicate only when the
     /// same bytes were received there. `None`: the restart number out of turn.
     fn by_counter(&self, s: &Sent, n: &Newest, plain: i128) -> Option<(i128, bool)> {
-        let first = self.sc.kind.format().first_seq();
-        if self.sc.kind == Kind::ChdrBare
-            && s.counter & 0xffff == first
-            && !(1..=HISTORY.min(self.period / 2 - 1)).contains(&plain)
-        {
+        if self.restart_number(s, plain) {
             return None;
         }
         if plain <= 0 {
@@ -285,6 +288,13 @@ impl<'a> Model<'a> {
             }
         }
         Some((plain, false))
+    }
+
+    /// CHDR's restart number (0) out of turn, not just across the wrap.
+    fn restart_number(&self, s: &Sent, plain: i128) -> bool {
+        self.sc.kind.format() == fsdr_net_io::Format::Chdr
+            && s.counter & 0xffff == self.sc.kind.format().first_seq()
+            && !(1..=HISTORY.min(self.period / 2 - 1)).contains(&plain)
     }
 
     fn set_newest(&mut self, s: &Sent, pos: i128) {

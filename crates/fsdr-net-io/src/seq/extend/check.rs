@@ -18,6 +18,11 @@ pub(super) enum Contradiction {
 }
 
 impl SeqExtender {
+    /// Whether positions come from a learnt ratio (bytes; no configured clock in force).
+    pub(crate) fn rate_learnt(&self) -> bool {
+        self.timeline.fixed.is_none() && self.timeline.learnt.get().is_some()
+    }
+
     /// A consecutive pair `dt` ticks apart whose first packet held `units` contradicted the
     /// configured clock `tb` before any pair confirmed it: the first time, possibly a
     /// device's time jump; the second, the clock is wrong and is dropped for the rate learnt

@@ -2,6 +2,8 @@
 
 use super::clock::{Ratio, Timebase};
 use check::Contradiction;
+pub use counter::fingerprint;
+use counter::nearest_behind;
 use timeline::Timeline;
 
 mod check;
@@ -50,42 +52,6 @@ pub struct Widened {
     pub restart: bool,
 }
 
-/// The value `≡ d (mod period)` between `−max_back` and −1 nearest to `est` (on a tie the
-/// one nearer 0); `None` when no value of the counter is that near.
-fn nearest_behind(d: i128, period: i128, est: f64, max_back: i128) -> Option<i128> {
-    let k0 = if d == 0 { -period } else { d - period };
-    if -k0 > max_back {
-        return None;
-    }
-    // The candidates are k0 − m·period for m in 0..=steps.
-    let steps = (max_back + k0) / period;
-    let at = |m: i128| k0 - m * period;
-    let m = ((k0 as f64 - est) / period as f64)
-        .floor()
-        .clamp(0.0, steps as f64) as i128;
-    let (near, far) = (at(m), at((m + 1).min(steps)));
-    Some(if (far as f64 - est).abs() < (near as f64 - est).abs() {
-        far
-    } else {
-        near
-    })
-}
-
-/// A 64-bit fingerprint of a payload (its length and its first and last 64 bytes): equal
-/// for a packet received twice, different for different samples unless they repeat.
-pub fn fingerprint(payload: &[u8]) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut h = (payload.len() as u64).wrapping_mul(K);
-    let head = &payload[..payload.len().min(64)];
-    let tail = &payload[payload.len().saturating_sub(64)..];
-    for chunk in head.chunks(8).chain(tail.chunks(8)) {
-        let mut w = [0u8; 8];
-        w[..chunk.len()].copy_from_slice(chunk);
-        h = (h.rotate_left(23) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-    }
-    h ^ (h >> 29)
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Newest {
     ext: u64,
@@ -112,7 +78,9 @@ struct Newest {
 ///    A packet that starts `a` units after the end of the newest one follows the loss of
 ///    `k − 1` packets, where `k` is the smallest number with the counter's low bits that
 ///    the lost packets can hold: each holds at most the stream's largest payload (and,
-///    under a told clock, its error: rule 5) and at least one unit. No such `k`: with the counter one ahead it is a time jump without
+///    under a told clock, its error: rule 5) and at least one unit (under a learnt ratio,
+///    per byte, a sample where [`with_sample_bytes`](Self::with_sample_bytes) told its
+///    bytes). No such `k`: with the counter one ahead it is a time jump without
 ///    loss (a device overflow, a burst's gap; tagged, not filled), otherwise the sender
 ///    restarted. A packet that starts behind the newest one is a duplicate, a late one or
 ///    a reordered one when its position and counter agree, and a restart when they do not
@@ -133,9 +101,11 @@ struct Newest {
 ///    uncertainty over the distance reaches half a packet) — unless the time, at the least
 ///    it can be (also at the ratio's bound of most ticks a byte), needs more packets than
 ///    the counter's number: then rule 1's count within that uncertainty, flagged (a 4-bit
-///    counter's 16·m more). The stamps still tell ahead from behind: a number behind
-///    stamped later is a loss of half a period or more, flagged; and on a 4-bit counter
-///    every loss so counted is flagged. A ratio learnt from one pair that cannot place a
+///    counter's 16·m more), or fewer than the counter's number can hold (a restart). The
+///    stamps still tell ahead from behind: a number behind stamped later is a loss of half
+///    a period or more, flagged; one stamped earlier is behind, at the counter's value
+///    nearest to where the loose ratio puts it (flagged where that is not the nearest
+///    number); and on a 4-bit counter every loss so counted is flagged. A ratio learnt from one pair that cannot place a
 ///    packet is forgotten (that pair spanned a time jump, or 16·m lost), the packet
 ///    counted so and flagged; one a run of pairs contradicts is replaced
 ///    ([`RateEstimate`](crate::seq::RateEstimate)), flagged. Past a gap, a learnt
@@ -145,9 +115,10 @@ struct Newest {
 ///    one received at that position; otherwise it is new data after a loss longer than half
 ///    the counter's period, delivered and flagged `ambiguous`. A number behind whose
 ///    position was never received is late (also flagged: the format cannot prove it).
-/// 4. **A restart number** (CHDR's 0) out of turn restarts the stream, except just across
-///    the counter's wrap (within [`HISTORY`](super::HISTORY) ahead), where it is the
-///    counter's own continuation.
+/// 4. **A restart number** (CHDR's 0) out of turn restarts the stream where the time does
+///    not place it (also after an end of burst), except just across the counter's wrap
+///    (within [`HISTORY`](super::HISTORY) ahead), where it is the counter's own
+///    continuation, and where the stamps put it behind the newest one.
 /// 5. **A configured clock** ([`SeqPacket::timebase`]) **is checked against the stream**:
 ///    two consecutive pairs that contradict it before any pair confirmed it drop it for the
 ///    rate learnt from the stream ([`clock_dropped`](Self::clock_dropped)); after one did,
@@ -205,6 +176,26 @@ impl SeqExtender {
             nominal: 0,
             prints: Vec::new(),
         }
+    }
+
+    /// Wire bytes a sample, where known (the blocks know them from the sample encoding):
+    /// under a learnt ratio, which is per byte, a lost packet holds a sample at least.
+    ///
+    /// ```
+    /// use fsdr_net_io::seq::{SeqExtender, SeqPacket};
+    ///
+    /// // VRT, no rates told: 100 sc16 samples a packet, stamped in ps at 10 Msps.
+    /// let mut x = SeqExtender::new(4, None).with_sample_bytes(4);
+    /// let p = |k: u64, t| SeqPacket { seq: k % 16, ticks: Some(t), payload: 400, ..Default::default() };
+    /// for k in 0..16 {
+    ///     x.extend(&p(k, k * 10_000_000));
+    /// }
+    /// // The device's time jumps by 4 samples: no room for 16 lost packets of a sample each.
+    /// assert_eq!(x.extend(&p(16, 160_400_000)).ext, 16);
+    /// ```
+    pub fn with_sample_bytes(mut self, bytes: u32) -> Self {
+        self.timeline.sample_bytes = bytes;
+        self
     }
 
     /// Ticks per unit in force (configured or learnt) and bytes per unit.
@@ -292,7 +283,11 @@ impl SeqExtender {
         // has been learnt from.
         let mut dropped = false;
         let offset = match (timed, n.start) {
-            (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, (s, tol, p.ticks), ns, &n) {
+            // The newest one again (its number and stamp), also where it is shorter than
+            // the stamps' rounding or the ratio too loose to place it (before, a copy of a
+            // 1-sample packet was a restart, and one of a packet numbered 0).
+            _ if d == 0 && p.ticks.is_some() && p.ticks == n.ticks => 0,
+            (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, (s, tol), ns, &n) {
                 Some((o, amb)) => {
                     ambiguous = amb;
                     o
@@ -319,10 +314,10 @@ impl SeqExtender {
                 None => return self.restart(seq, p, false),
             },
             _ => {
-                if self.restart_seq == Some(seq)
-                    && !(1..=(super::HISTORY as i64).min(self.period as i64 / 2 - 1))
-                        .contains(&plain)
-                {
+                // (Not where the stamps put it behind the newest one: a late copy of the
+                // packet numbered 0, which a learnt ratio too loose to place it made a
+                // restart.)
+                if self.restart_number(seq, plain) && self.behind_by_stamp(d, p, &n).is_none() {
                     return self.restart(seq, p, false);
                 }
                 match (plain <= 0, p.fingerprint) {
@@ -331,18 +326,13 @@ impl SeqExtender {
                         ambiguous = amb;
                         o
                     }
-                    _ => {
-                        let raised = match (placed, n.start) {
-                            (Some((s, tol)), Some(ns)) if !n.eob => {
-                                self.raised_by_time(plain, s - (ns + n.units), tol, nominal, p, &n)
-                            }
-                            _ => None,
-                        };
-                        let (o, amb) =
-                            raised.map_or_else(|| self.by_order(d, plain, p, &n), |k| (k, true));
-                        ambiguous = amb;
-                        o
-                    }
+                    _ => match self.by_counter(d, plain, placed, nominal, p, &n) {
+                        Some((o, amb)) => {
+                            ambiguous = amb;
+                            o
+                        }
+                        None => return self.restart(seq, p, false),
+                    },
                 }
             }
         };
@@ -420,7 +410,7 @@ impl SeqExtender {
         &self,
         d: u64,
         plain: i64,
-        (s, tol, ticks): (i128, i128, Option<u64>),
+        (s, tol): (i128, i128),
         ns: i128,
         n: &Newest,
     ) -> Option<(i64, bool)> {
@@ -431,7 +421,11 @@ impl SeqExtender {
             let ahead = (s - end).max(0);
             if n.eob {
                 // A new burst starts whenever the sender likes: the counter alone, nearest
-                // ahead (a loss of half a period or more cannot be told from a shorter one).
+                // ahead (a loss of half a period or more cannot be told from a shorter one),
+                // and rule 4 (before: CHDR's 0, 37 258 lost, flagged).
+                if self.restart_number(n.ext.wrapping_add(d) & self.mask, plain) {
+                    return None;
+                }
                 let k = if d == 0 { period } else { d as i128 };
                 return Some((k as i64, plain <= 0));
             }
@@ -450,17 +444,17 @@ impl SeqExtender {
                 k0 + period * ((lo - k0 + period - 1) / period)
             };
             // `hi` is at least 1 (ahead, tol ≥ 0): the next packet always fits.
-            if k == 1 || k <= (ahead + tol) / self.timeline.least() + 1 {
+            if k == 1 || k <= (ahead + tol) / self.timeline.least_packet() + 1 {
                 // Proven when the missing time is k − 1 packets of the stream's size, which
                 // stamps a tick off (a configured tick longer than half a sample) cannot
                 // show, nor a learnt ratio unsure of it by more than a unit beyond the
                 // stamps' rounding (a jump of 159.99 packets' time read as 160 under a
                 // ratio two pairs old); a count the time had to raise past the counter's
                 // without that is a guess.
-                let proven = !self.timeline.coarse()
-                    && ahead == (k - 1) * nominal
-                    && (self.timeline.fixed.is_some() || tol <= self.timeline.quantum() + 1);
-                let ambiguous = k != i128::from(plain) && !proven;
+                let ambiguous = k != i128::from(plain)
+                    && !(ahead == (k - 1) * nominal
+                        && (self.timeline.fixed.is_some() || tol <= self.timeline.quantum() + 1)
+                        && !self.timeline.coarse());
                 return Some((i64::try_from(k).ok()?, ambiguous));
             }
             // Time jumped without a loss the counter could hold: a device's discontinuity.
@@ -474,13 +468,13 @@ impl SeqExtender {
         // puts it is no duplicate (before, a ratio taught by a first pair across a time
         // jump took the packet after 31 lost for one, and dropped it).
         let rel = s - ns;
-        if rel.abs() <= tol {
-            return (d == 0 && ticks == n.ticks).then_some((0, false));
+        // Inside the newest packet, or at its start with its number but not its stamp: a
+        // restart. Within the rounding of its start with another number: a short packet
+        // behind it (before, one of a sample was a restart, under a learnt ratio).
+        if rel > 0 || (rel >= -tol && d == 0) {
+            return None;
         }
-        if rel > 0 {
-            return None; // starts inside the newest packet
-        }
-        let max_back = (-rel + tol) / self.timeline.least();
+        let max_back = (-rel + tol) / self.timeline.least_packet();
         let k = nearest_behind(d as i128, period, rel as f64 / nominal as f64, max_back)?;
         Some((i64::try_from(k).ok()?, false))
     }

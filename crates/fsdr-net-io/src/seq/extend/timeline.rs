@@ -58,6 +58,9 @@ pub(super) struct Timeline {
     pub(super) next_check: u64,
     /// The configured timebase was dropped for the learnt rate (the stream contradicted it).
     pub(super) clock_dropped: bool,
+    /// Wire bytes a sample, where known (0: not): the least a packet holds under a
+    /// learnt ratio, which is per byte ([`Timeline::least_packet`]).
+    pub(super) sample_bytes: u32,
     /// A learnt ratio under which a consecutive pair of full packets spanned other than the
     /// whole ticks it gives them ([`Timeline::saw_pair`]): the stream's stamps are rounded,
     /// the ratio only near the stream's, and no position pins while it is the estimate.
@@ -90,9 +93,21 @@ impl Timeline {
 
     /// A configured timebase whose stamps do not [invert exactly](Ratio::inverts_exactly):
     /// a tick longer than half a sample.
+    /// So is a learnt ratio, where a sample's bytes are known (a tick of 0.61 samples:
+    /// before, a count the time raised was proven or not by the rounding's luck).
     pub(super) fn coarse(&self) -> bool {
-        self.fixed
-            .is_some_and(|tb| !tb.ticks_per_unit.inverts_exactly())
+        match (self.fixed, self.learnt.get()) {
+            (Some(tb), _) => !tb.ticks_per_unit.inverts_exactly(),
+            (None, Some(r)) if self.sample_bytes > 0 => {
+                // Ticks a sample, `n / d` ([`Ratio::inverts_exactly`] unreduced; where `n`
+                // overflows, many).
+                let d = r.den();
+                u64::from(self.sample_bytes)
+                    .checked_mul(r.num())
+                    .is_some_and(|n| n % d != 0 && d.checked_mul(2).is_none_or(|dd| n <= dd))
+            }
+            _ => false,
+        }
     }
 
     /// The units of a learnt ratio per tick, rounded down and up: `⌊den / num⌋` and
@@ -178,7 +193,11 @@ impl Timeline {
         let Some(r) = self.learnt.get() else {
             return false;
         };
+        // Nor, where a sample's bytes are known, one longer than half a sample (before, an
+        // X310 clock at 122.88 Msps learnt as whole ticks a packet pinned positions 11
+        // bytes off).
         place.exact
+            && !self.coarse()
             && self.rounded != Some(r)
             && self.whole_ticks(r, nominal)
             // `least` comes from 64 bits: converted from them (from 128 it is a library call).
@@ -224,6 +243,16 @@ impl Timeline {
         match (self.fixed, self.learnt.get()) {
             (None, Some(tpb)) => self.per_ratio(tpb).1,
             _ => 1,
+        }
+    }
+
+    /// The least a packet holds, in units: [`Timeline::least`], and under a learnt ratio a
+    /// sample where its bytes are known (a jump of 4 samples on VRT's 4-bit counter is no
+    /// room for 16 lost packets of sc16, as 16 bytes would be).
+    pub(super) fn least_packet(&self) -> i128 {
+        match self.fixed {
+            Some(_) => 1,
+            None => self.least().max(i128::from(self.sample_bytes)),
         }
     }
 

@@ -1,0 +1,118 @@
+//! Streams nobody told the rates: the receiver learns ticks per byte from the stamps
+//! (`seq::RateEstimate`), and knows a sample's bytes from the encoding, as the blocks do.
+//! What the model keeps out of such a case, and why.
+
+use super::scenario::{Kind, Scenario};
+
+/// Clean packets a learnt stream begins with: the ratio is learnt from its first
+/// consecutive pairs, which no loss, reorder or jump may hide (`seq::extend` rule 2: a
+/// first pair spanning a loss its counter cannot show is not the stream's rate; its own
+/// property, `seq::stream::learnt_tests`, covers that start).
+const WARM_UP: usize = 16;
+
+/// Ticks a full packet of a learnt stream spans at least.
+const MIN_TICKS: u64 = 8;
+
+impl Kind {
+    /// Whether a receiver may learn its rates instead of being told them: a format whose
+    /// time is in ticks of a clock a receiver is told (CHDR, VRT picoseconds or a
+    /// free-running count).
+    pub fn learnable(self) -> bool {
+        matches!(self, Kind::ChdrTicks | Kind::VrtPicos | Kind::VrtFree)
+    }
+}
+
+impl Scenario {
+    /// Whether the receiver learns the rates (not told them): the blocks' clock without
+    /// rates, a sample's bytes from the encoding.
+    pub fn learns(&self) -> bool {
+        !self.clock.configured
+    }
+
+    /// A learnt stream's case. The learnt ratio is the stream's own clock: no told clock's
+    /// error lets time beyond the lost packets be theirs (rule 5's allowance), so a loss
+    /// across a jump is a restart, as for a VRT sample count; and where the ratio does not
+    /// pin the stamps (whole ticks a packet) it sizes a loss from the packets, not the
+    /// time. So the case begins with `WARM_UP` clean packets; a packet that arrives late is
+    /// a full one (a short one leaves a hole of less than a packet); no loss nor hole spans
+    /// a device time jump or a gap between bursts; and what a stamp's rounding under a
+    /// ratio per byte (up to a tick's bytes, and a byte) could hide is kept out, as
+    /// `Scenario::coarse` does for coarse ticks: a counter restarted a few numbers on with
+    /// no time lost (as many packets of a sample lost), and on a 4-bit counter a jump that
+    /// 16·m lost packets could hold (a loss, flagged; sized from the packets).
+    pub fn learnt(mut self) -> Self {
+        if !self.learns() {
+            return self;
+        }
+        // Packets of a few ticks teach a ratio too loose to tell a packet far behind (a
+        // copy after a long loss) from one a period nearer within the warm-up's span.
+        let tpi = self.clock.ticks_per_sample;
+        let least = (MIN_TICKS * tpi.den()).div_ceil(tpi.num()) as usize;
+        self.spp = self.spp.max(least);
+        if self.enc == super::scenario::Enc::Sc8 && self.kind.format() == fsdr_net_io::Format::Chdr
+        {
+            self.spp = (self.spp + 1) & !1;
+        }
+        let n = self.ops.len();
+        for o in self.ops.iter_mut().take(WARM_UP) {
+            *o = Default::default();
+        }
+        for o in &mut self.ops {
+            if o.delay > 0 {
+                o.short = 0;
+            }
+        }
+        // Samples a stamp's rounding may hide, and a restart's skipped numbers.
+        let bytes = self.enc.bytes_per_sample() as u64;
+        let per_tick = (bytes * tpi.den()).div_ceil(tpi.num());
+        let hidden = 1 + (2 + per_tick) / bytes;
+        let q = if self.kind.ticked() && !tpi.inverts_exactly() {
+            tpi.units_per_tick_ceil()
+        } else {
+            0
+        };
+        let (period, restart_at) = (self.kind.period(), self.kind.format().first_seq());
+        for o in &mut self.ops {
+            if period == 16 && o.jump + 2 * q + hidden >= 16 {
+                o.jump = 0;
+            }
+        }
+        let steps: Vec<usize> = (0..n)
+            .filter_map(|i| {
+                let o = &self.ops[i];
+                if o.jump > 0 {
+                    Some(i)
+                } else {
+                    o.eob_gap.filter(|&g| g > 0).map(|_| i + 1)
+                }
+            })
+            .filter(|&after| after < n)
+            .collect();
+        for after in steps {
+            self.ops[after].lose = 0;
+            self.ops[after].delay = 0;
+            for i in 0..after {
+                if i + self.ops[i].delay >= after {
+                    self.ops[i].delay = 0;
+                }
+            }
+        }
+        // After the steps' losses are gone: what counts for a restart is its distance from
+        // the number before it (`Scenario::coarse` keeps `2q + 1` out for coarse ticks).
+        let hidden = if q > 0 { hidden.max(2 * q + 1) } else { hidden };
+        let mut counter = self.first_seq;
+        for o in &mut self.ops {
+            counter = counter.wrapping_add(o.lose);
+            if o.restart {
+                let d = restart_at.wrapping_sub(counter.wrapping_sub(1)) % period;
+                if (2..=hidden).contains(&d) {
+                    o.restart = false;
+                } else {
+                    counter = restart_at;
+                }
+            }
+            counter = counter.wrapping_add(1);
+        }
+        self
+    }
+}
