@@ -81,9 +81,11 @@ struct Args {
     /// a source per port in one flowgraph, `recvmmsg` a loop per port, each on its thread.
     #[arg(long, default_value_t = 1)]
     ports: usize,
-    /// `recvmmsg` only: cycle through this many batches of buffers, one per receive call,
-    /// instead of reusing one (whose 576 kB stay in the core's cache, as no receiver's that
-    /// keeps the data for a consumer can): what cache residency is worth to the reference.
+    /// `recvmmsg` only: above 1, receive into a ring of this many batches' slots (64 of
+    /// 9000 B each), each call into the slots after the last datagram received, so that
+    /// every slot is written in turn as a consumer's buffer is, instead of reusing one
+    /// batch's first slots (which stay in the core's cache, as no receiver's that keeps the
+    /// data for a consumer can): what cache residency is worth to the reference.
     #[arg(long, default_value_t = 1)]
     loop_sets: usize,
     /// Multicast: --bind 239.x.y.z:PORT joins a group.

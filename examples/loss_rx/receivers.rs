@@ -380,31 +380,38 @@ fn reference_loop(args: &Args, opened: &OpenedSocket) -> Result<Outcome> {
     const BATCH: usize = 64;
     let slot = args.size.max(9000);
     let mut batch = RecvBatch::new(BATCH);
-    // `--loop-sets`: the batches of buffers the loop cycles through, one per call.
-    let sets = args.loop_sets.max(1);
+    // `--loop-sets N`: above 1, the loop's buffers are a ring of N batches' slots, and each
+    // call receives into the slots after the last datagram received, so that every slot is
+    // written in turn, as a consumer's buffer would be. (Until 2026-11-30 each call took
+    // the next set from its first slot: as a call mostly brings a datagram or two, the few
+    // first slots of each set were all that was written, and they stayed in the cache.)
+    let ring = BATCH * args.loop_sets.max(1);
     // A non-zero fill writes every page now, not on the first receive into it.
-    let mut all = vec![0x5au8; sets * BATCH * slot];
-    let mut call = 0usize;
+    let mut all = vec![0x5au8; ring * slot];
+    let mut next = 0usize;
     let mut out = Outcome::default();
     let mut end = StreamEnd::new(args);
     // The receive timeout only serves to notice the end of the stream.
     socket.set_nonblocking(false)?;
     socket.set_read_timeout(Some(Duration::from_millis(50)))?;
     loop {
-        let set = call % sets;
-        call = call.wrapping_add(1);
-        let bufs = &mut all[set * BATCH * slot..(set + 1) * BATCH * slot];
-        for (i, chunk) in bufs.chunks_mut(slot).enumerate() {
-            // SAFETY: the buffers outlive the call and nothing else uses them meanwhile.
+        // One set (N = 1) is reused from its first slot on every call.
+        let first = if ring > BATCH { next } else { 0 };
+        let at = |i: usize| (first + i) % ring * slot;
+        for i in 0..BATCH {
+            // SAFETY: the slot is inside `all`, which outlives the call, and nothing else
+            // uses it meanwhile; the batch's slots are distinct (BATCH ≤ ring).
             // Checked by: `every_loss_harness_receiver_accounts_for_every_datagram`.
-            unsafe { batch.set_buffer(i, chunk.as_mut_ptr(), chunk.len()) };
+            unsafe { batch.set_buffer(i, all.as_mut_ptr().add(at(i)), slot) };
         }
         match batch.recv(socket, BATCH, Wait::ForOne) {
             Ok(n) => {
                 end.data();
-                for (i, chunk) in bufs.chunks(slot).take(n).enumerate() {
-                    out.count(args.format, &chunk[..batch.meta(i).len.min(slot)]);
+                for i in 0..n {
+                    let chunk = &all[at(i)..at(i) + batch.meta(i).len.min(slot)];
+                    out.count(args.format, chunk);
                 }
+                next = (next + n) % ring;
             }
             Err(e)
                 if matches!(
