@@ -13,6 +13,10 @@ use futuresdr::runtime::dev::prelude::*;
 use futuresdr::runtime::scheduler::{FlowScheduler, SmolScheduler};
 use num_complex::Complex32;
 
+#[path = "support/tag_sink.rs"]
+mod tag_sink;
+use tag_sink::TagSink;
+
 #[derive(Clone, Copy, Debug)]
 enum Sched {
     SmolOne,
@@ -28,47 +32,6 @@ fn run(fg: Flowgraph, sched: Sched) -> Flowgraph {
         Sched::Flow => Runtime::with_scheduler(FlowScheduler::new()).run(fg),
     }
     .expect("flowgraph runs")
-}
-
-/// Collects items and their tags (absolute indices).
-#[derive(Block)]
-struct TagSink<T: CpuSample> {
-    #[input]
-    input: DefaultCpuReader<T>,
-    items: Vec<T>,
-    tags: Vec<(usize, Tag)>,
-}
-
-impl<T: CpuSample> TagSink<T> {
-    fn new() -> Self {
-        Self {
-            input: DefaultCpuReader::default(),
-            items: Vec::new(),
-            tags: Vec::new(),
-        }
-    }
-}
-
-impl<T: CpuSample> Kernel for TagSink<T> {
-    async fn work(
-        &mut self,
-        io: &mut WorkIo,
-        _mo: &mut MessageOutputs,
-        _meta: &mut BlockMeta,
-    ) -> Result<()> {
-        let (items, tags) = self.input.slice_with_tags();
-        let base = self.items.len();
-        for t in tags.iter() {
-            self.tags.push((base + t.index, t.tag.clone()));
-        }
-        let n = items.len();
-        self.items.extend_from_slice(items);
-        self.input.consume(n);
-        if self.input.finished() {
-            io.finished = true;
-        }
-        Ok(())
-    }
 }
 
 fn round_trip(backend: Backend, format: Format, sched: Sched) -> Result<()> {

@@ -172,6 +172,47 @@ fn after_a_long_silence_the_source_resumes() -> Result<()> {
     Ok(())
 }
 
+/// The stream ends while datagrams wait in the reorder window for a missing one: the block
+/// sleeps until their timeout, then delivers them behind a counted gap and ends. (Before,
+/// an engine-backed source past its idle end woke itself at once on every call until the
+/// timeout: a core busy for as long as the timeout.)
+#[test]
+fn a_stream_that_ends_with_datagrams_held_sleeps_until_they_are_due() -> Result<()> {
+    let src = UdpSource::<u8>::builder("127.0.0.1:0")
+        .format(Format::Seq64)
+        .backend(fsdr_net::io::Backend::Mio)
+        .zero_fill_missed(true)
+        .stats_interval(None)
+        .reorder(8, Duration::from_millis(800))
+        .finish_after_idle(Duration::from_millis(100))
+        .build()?;
+    let to = src.local_addr();
+    let snk = VectorSink::<u8>::new(100);
+    let mut fg = Flowgraph::new();
+    connect!(fg, src > snk);
+    std::thread::spawn(move || {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Number 2 never comes.
+        for seq in [0u64, 1, 3, 4] {
+            let mut dg = vec![0u8; 9];
+            let fields = fsdr_net::io::DataHeader {
+                seq,
+                ..Default::default()
+            };
+            Format::Seq64.emit_header(&mut dg, &fields).unwrap();
+            dg[8] = 10 + seq as u8;
+            tx.send_to(&dg, to).unwrap();
+        }
+    });
+    let fg = run(fg);
+    let stats = fg.block(&src)?.stats();
+    assert_eq!((stats.delivered, stats.missed), (4, 1), "{stats}");
+    assert_eq!(*fg.block(&snk)?.items(), [10, 11, 0, 13, 14]);
+    let calls = fg.block(&src)?.work_calls();
+    assert!(calls < 30, "work() ran {calls} times");
+    Ok(())
+}
+
 /// A sink that consumes nothing for its first `stall`, then everything; records tags.
 #[derive(Block)]
 struct StallSink {

@@ -21,48 +21,19 @@ const PACKETS: u64 = 100;
 /// Channel 1 loses packets 7, 14, …, 98 (1-based): 14 packets, each with a successor.
 const DROP_EVERY: u64 = 7;
 
-/// Keeps a stream's samples and the frames its `rx_missed` tags announce.
-#[derive(Block)]
-struct Collect {
-    #[input]
-    input: DefaultCpuReader<Complex<i16>>,
-    items: Vec<Complex<i16>>,
-    missed_tags: u64,
-}
+#[path = "support/tag_sink.rs"]
+mod tag_sink;
+/// Keeps a stream's samples and tags.
+type Collect = tag_sink::TagSink<Complex<i16>>;
 
-impl Collect {
-    fn new() -> Self {
-        Collect {
-            input: DefaultCpuReader::default(),
-            items: Vec::new(),
-            missed_tags: 0,
-        }
-    }
-}
-
-impl Kernel for Collect {
-    async fn work(
-        &mut self,
-        io: &mut WorkIo,
-        _mo: &mut MessageOutputs,
-        _meta: &mut BlockMeta,
-    ) -> Result<()> {
-        let (items, tags) = self.input.slice_with_tags();
-        for t in tags.iter() {
-            if let Tag::NamedUsize(name, n) = &t.tag
-                && name == TAG_MISSED
-            {
-                self.missed_tags += *n as u64;
-            }
-        }
-        let n = items.len();
-        self.items.extend_from_slice(items);
-        self.input.consume(n);
-        if self.input.finished() {
-            io.finished = true;
-        }
-        Ok(())
-    }
+/// The frames a stream's `rx_missed` tags announce.
+fn missed_tags(tags: &[(usize, Tag)]) -> u64 {
+    tags.iter()
+        .map(|(_, t)| match t {
+            Tag::NamedUsize(name, n) if name == TAG_MISSED => *n as u64,
+            _ => 0,
+        })
+        .sum()
 }
 
 fn check_samples(items: &[Complex<i16>], dropped: impl Fn(u64) -> bool, ctx: &str) {
@@ -139,7 +110,11 @@ fn two_of_three(format: Format, backend: Option<Backend>) -> anyhow::Result<()> 
 
     let a = fg.block(&a)?;
     check_samples(&a.items, |_| false, &format!("output 0, {ctx}"));
-    assert_eq!((stats.streams[0].missed, a.missed_tags), (0, 0), "{ctx}");
+    assert_eq!(
+        (stats.streams[0].missed, missed_tags(&a.tags)),
+        (0, 0),
+        "{ctx}"
+    );
     assert_eq!(stats.streams[0].datagrams, PACKETS, "{ctx}");
 
     let b = fg.block(&b)?;
@@ -149,7 +124,7 @@ fn two_of_three(format: Format, backend: Option<Backend>) -> anyhow::Result<()> 
         &format!("output 1, {ctx}"),
     );
     assert_eq!(stats.streams[1].missed, sent.dropped, "{ctx}");
-    assert_eq!(b.missed_tags, sent.dropped, "{ctx}");
+    assert_eq!(missed_tags(&b.tags), sent.dropped, "{ctx}");
     assert_eq!(
         stats.streams[1].stream.zeros_inserted, sent.dropped_samples,
         "{ctx}"

@@ -470,10 +470,13 @@ impl<T: Item> Kernel for UdpSource<T> {
                 io.finished = true;
                 return Ok(());
             }
+            // An idle end that has passed waits for what the engine still holds (its
+            // deadline): it is no wake-up of its own (before, it woke `work` at once on
+            // every call until then: a core spun for the reorder timeout).
             let deadlines = [
                 engine.next_deadline(),
                 self.stats_timer.deadline(),
-                idle_end,
+                idle_end.filter(|&end| end > now),
             ];
             sleep_until(
                 io,

@@ -548,7 +548,8 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
                 io.finished = true;
                 return Ok(());
             }
-            let deadlines = [engine.next_deadline(), idle_end];
+            // A passed idle end waits for the engine's deadline (as `UdpSource`'s).
+            let deadlines = [engine.next_deadline(), idle_end.filter(|&end| end > now)];
             sleep_until(
                 io,
                 &self.deadline,

@@ -129,8 +129,10 @@ pub fn asan() -> Result<()> {
 }
 
 /// The exactness model's property tests in release: `cases` through the sequence layer,
-/// a thousandth of them (at least 16) through an engine over loopback.
+/// a thousandth of them (at least 16) through an engine over loopback and through the
+/// `UdpSource` block in a flowgraph.
 pub fn props(cases: u64) -> Result<()> {
+    let few = (cases / 1000).max(16).to_string();
     crate::report::run_as(
         "exactness model",
         crate::cargo()
@@ -138,7 +140,7 @@ pub fn props(cases: u64) -> Result<()> {
             // test's count, the engine test's too.
             .env_remove("PROPTEST_CASES")
             .env("MODEL_CASES", cases.to_string())
-            .env("MODEL_ENGINE_CASES", (cases / 1000).max(16).to_string())
+            .env("MODEL_ENGINE_CASES", &few)
             .args([
                 "test",
                 "--quiet",
@@ -148,5 +150,12 @@ pub fn props(cases: u64) -> Result<()> {
                 "--test",
                 "model",
             ]),
+    )?;
+    crate::report::run_as(
+        "exactness model, blocks",
+        crate::cargo()
+            .env_remove("PROPTEST_CASES")
+            .env("MODEL_BLOCK_CASES", &few)
+            .args(["test", "--quiet", "--release", "--test", "model_blocks"]),
     )
 }

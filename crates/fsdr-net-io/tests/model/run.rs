@@ -68,7 +68,7 @@ fn depacketizer<T: Sample>(sc: &Scenario) -> Depacketizer<T> {
     )
 }
 
-fn depacketizer_config(sc: &Scenario) -> DepacketizerConfig {
+pub fn depacketizer_config(sc: &Scenario) -> DepacketizerConfig {
     let timed = sc.kind.timed();
     let tick_rate = match sc.kind {
         Kind::ChdrTicks | Kind::VrtFree => sc.clock.tick_rate,
@@ -117,7 +117,7 @@ pub fn engine_counts(s: &Stats) -> Counts {
 
 /// Sends `arrivals` to `to` in that order from a thread of its own, pausing now and then so
 /// that the kernel's buffer never overflows.
-fn send(
+pub fn send(
     stream: &[Sent],
     arrivals: &[usize],
     to: std::net::SocketAddr,
