@@ -155,6 +155,11 @@ fn run_block<T: Sample + CpuSample>(
     type Circuit<T> = TagSink<T, circuit::Reader<T>>;
     match source {
         Source::Default => through_flowgraph!(b.build(), TagSink<T>, stream, arrivals),
+        // One socket: across several, arrival order is the threads' (and a counter's
+        // return to its first number no longer a restart), which the model does not state.
+        Source::Engine(Backend::Reuseport) => {
+            through_flowgraph!(b.reuseport(1, None).build(), TagSink<T>, stream, arrivals)
+        }
         Source::Engine(backend) => {
             through_flowgraph!(b.backend(backend).build(), TagSink<T>, stream, arrivals)
         }
@@ -205,10 +210,14 @@ proptest! {
         }
     }
 
-    /// The same block on a receive engine (`mio`): datagrams copied into the output.
+    /// The same block on a receive engine, datagrams copied into the output: each backend
+    /// of the build but `xdp` (which needs a veth pair) in turn.
     #[test]
     fn the_udp_source_on_an_engine_agrees_with_the_model(sc in scenario(Kind::ALL.to_vec())) {
-        if let Err(e) = run_and_check(&sc, Source::Engine(Backend::Mio)) {
+        let engines: Vec<Backend> =
+            Backend::ALL.iter().copied().filter(|&b| b != Backend::Xdp).collect();
+        let backend = engines[(sc.first_seq % engines.len() as u64) as usize];
+        if let Err(e) = run_and_check(&sc, Source::Engine(backend)) {
             prop_assert!(false, "{}", e);
         }
     }
