@@ -7,8 +7,9 @@
 //! the library's receivers are checked there, this checks what the block adds (the windows
 //! of FutureSDR's buffer it lends, its tags, its end).
 //!
-//! `MODEL_BLOCK_CASES` sets the number of cases of each test (default 4, in the debug
-//! test run; `cargo xtask props --cases N` runs N/1000 in release, at least 16).
+//! `MODEL_BLOCK_CASES` sets the number of cases of each test (default 16: `cargo xtask
+//! test`'s debug run, new ones every run; `cargo xtask props --cases N` runs N/1000 in
+//! release, at least 16).
 
 use std::time::Duration;
 
@@ -196,7 +197,7 @@ fn run_and_check(sc: &Scenario, source: Source) -> Result<(), String> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("MODEL_BLOCK_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(4),
+        cases: std::env::var("MODEL_BLOCK_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(16),
         max_shrink_iters: 256,
         ..ProptestConfig::default()
     })]

@@ -172,7 +172,7 @@ fn main() -> Result<()> {
             backend,
             debug,
         } => soak::soak(minutes, &rate, &backend, soak::Build::new(debug)),
-        Task::Props { cases } => checks::props(cases),
+        Task::Props { cases } => checks::props(cases, true),
         Task::Miri { all } => checks::miri(if all {
             checks::MIRI_SCOPE
         } else {
@@ -406,7 +406,7 @@ fn test_steps(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
     }
     // Exactness at scale: 3000 cases a format through the sequence layer, 24 through an
     // engine; then a short soak of the main job's debug build with injected faults.
-    checks::props(24_000)?;
+    checks::props(24_000, false)?;
     soak::soak(1.0 / 3.0, "5e6", "mio", soak::Build::Debug)?;
     // Soundness where the nightly toolchain is: Miri over the code without system calls,
     // and the test suite under AddressSanitizer.
