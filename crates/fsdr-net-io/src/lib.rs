@@ -56,6 +56,7 @@ mod error;
 pub mod format;
 pub mod host;
 pub mod inplace;
+pub mod lent;
 pub mod netns;
 mod notify;
 pub mod sample;
