@@ -5,7 +5,7 @@
 //! into such memory after the call that lent it returned, so it is owned until the kernel
 //! says it is done (the operation's completion, the socket shut down and its completions
 //! drained). On every other path — a panic on the thread that lent it, a cancel that did not
-//! end — it is kept for the rest of the process, never freed: [`keep_for_good`] forgets it
+//! end — it is kept for the rest of the process, never freed: `keep_for_good` forgets it
 //! and counts it ([`kept`]).
 //!
 //! Which memory is lent, who owns it while lent and which test shows it is in
@@ -34,7 +34,7 @@ pub(crate) fn keep_for_good<T>(value: T, what: &str) {
     );
 }
 
-/// How many areas of lent memory this process kept for good ([`keep_for_good`]).
+/// How many areas of lent memory this process kept for good (`keep_for_good`).
 pub fn kept() -> u64 {
     KEPT.load(Ordering::Relaxed)
 }
