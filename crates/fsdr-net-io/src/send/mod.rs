@@ -34,7 +34,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 pub use context::{ContextSender, SETTING_TAGS};
 pub use framer::Framer;
-pub use pacer::Pacer;
+pub use pacer::{Pacer, SampleClock};
 pub use stream::{SendReport, StreamSender};
 #[cfg(feature = "uring")]
 pub use uring::{Submit, UringSender};
