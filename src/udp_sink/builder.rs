@@ -313,6 +313,7 @@ impl<T: Item> UdpSinkBuilder<T> {
                 encoder,
                 payload_items,
                 pad_bytes: 0,
+                clipped: 0,
             },
             staging: vec![0u8; datagram * self.batch],
             batch: self.batch,
@@ -323,6 +324,7 @@ impl<T: Item> UdpSinkBuilder<T> {
             eob_flag: matches!(self.format, Format::Chdr | Format::Vrt),
             open_burst: false,
             warned_time: false,
+            warned_clipped: false,
             context,
         })
     }
