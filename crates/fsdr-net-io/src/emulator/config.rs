@@ -126,7 +126,10 @@ pub struct EmulatorConfig {
 /// The IF context packets a VRT emulator sends: before the first data packet, every `every`
 /// data packets after it, and at a retune. Each states the sample rate, RF frequency,
 /// bandwidth (80% of the rate) and gain; timestamped with the sample count of the next
-/// data packet, in a packet count of their own.
+/// data packet, in a packet count of their own. DIFI's packets also state the emulated
+/// radio's other fields: reference point 0, IF reference frequency and band offset 0 Hz
+/// (baseband), reference level 0 dBm, no timestamp adjustment, calibration time 0, no state
+/// or event indicator valid, and its wire format's payload format.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ContextPlan {
     /// Data packets between context packets (0: only the first and the retune).

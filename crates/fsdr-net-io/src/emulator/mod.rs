@@ -147,6 +147,16 @@ impl Emulator {
                 )));
             }
         }
+        if cfg.format == Format::Vrt
+            && cfg.context.is_some_and(|p| p.difi)
+            && cfg.wire.vita49_payload_format().is_none()
+        {
+            return Err(Error::config(format!(
+                "DIFI context packets state the data's payload format, which VITA-49 cannot \
+                 describe for {} (little-endian): use sc16_item32_be",
+                cfg.wire
+            )));
+        }
         let encoder = Encoder::<Complex<i16>>::new(cfg.wire)
             .ok()
             .filter(|e| e.bytes_per_item() == 4)
@@ -327,6 +337,15 @@ impl Emulator {
                         rf_ref_freq_hz: Some(freq),
                         bandwidth_hz: Some(0.8 * rate),
                         gain_db: Some((p.gain_db, 0.0)),
+                        // The emulated radio's other settings, which DIFI asks it to state.
+                        reference_point_id: Some(0),
+                        if_ref_freq_hz: Some(0.0),
+                        if_band_offset_hz: Some(0.0),
+                        reference_level_dbm: Some(0.0),
+                        timestamp_adjustment_fs: Some(0),
+                        timestamp_cal_time: Some(0),
+                        state_indicators: Some(0),
+                        payload_format: cfg.wire.vita49_payload_format(),
                         class_id: p.difi.then_some((
                             crate::format::vrt::DIFI_OUI,
                             crate::format::vrt::context::DIFI_INFO_CLASS,
