@@ -33,13 +33,14 @@ use serde_json::json;
 
 /// Receive a CHDR stream, pass it through a flowgraph and send it on.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 #[command(version)]
 struct Args {
     /// Where the stream comes in.
-    #[arg(long, default_value = "127.0.0.1:47500")]
+    #[arg(long, default_value = "127.0.0.1:47500", value_parser = common::parse_addr)]
     listen: SocketAddr,
     /// Where it goes out.
-    #[arg(long, default_value = "127.0.0.1:47501")]
+    #[arg(long, default_value = "127.0.0.1:47501", value_parser = common::parse_addr)]
     dest: SocketAddr,
     /// Samples per datagram of the stream (the answers carry as many).
     #[arg(long, default_value_t = 2000)]

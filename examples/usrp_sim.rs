@@ -21,12 +21,13 @@ use fsdr_net::io::sample::WireFormat;
 
 /// A USRP in UHD remote-streaming mode, in software.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Where to stream (UHD's dest_addr:dest_port).
-    #[arg(long)]
+    #[arg(long, value_parser = common::parse_addr)]
     dest: SocketAddr,
     /// Sample rate (samples/s).
-    #[arg(long, default_value = "200e6", value_parser = parse_f64)]
+    #[arg(long, default_value = "200e6", value_parser = common::parse_rate)]
     rate: f64,
     /// Samples per packet (default: the most that fit an 8000-byte datagram).
     #[arg(long)]
@@ -38,7 +39,7 @@ struct Args {
     #[arg(long)]
     format: Option<Format>,
     /// Device tick rate (Hz) for timestamps.
-    #[arg(long, default_value = "200e6", value_parser = parse_f64)]
+    #[arg(long, default_value = "200e6", value_parser = common::parse_rate)]
     tick_rate: f64,
     /// Stream for this long (seconds).
     #[arg(long, value_parser = parse_f64)]

@@ -215,7 +215,7 @@ fn usrp_rx_runs_its_emulator_and_its_receiver_on_the_cpus_given() {
         .output()
         .expect("usrp_rx runs");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    assert!(examples::ok_or_short(&out), "{err}");
     let v = examples::last_json(&out.stdout);
     let n = |k: &str| v[k].as_u64().unwrap_or(u64::MAX);
     assert!(n("received") > 0, "{v}");

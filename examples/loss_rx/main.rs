@@ -43,6 +43,7 @@ use fsdr_net::io::{Backend, Format};
 
 /// Receive one stream and report what was delivered and what it cost.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 #[command(version)]
 struct Args {
     /// flowgraph[-<backend>], flowgraph-fc32, flowgraph-inplace[-xdp], flowgraph-multi[-inplace],
@@ -50,7 +51,7 @@ struct Args {
     #[arg(long, default_value = "flowgraph-mio")]
     receiver: String,
     /// Address to bind.
-    #[arg(long, default_value = "127.0.0.1:0")]
+    #[arg(long, default_value = "127.0.0.1:0", value_parser = common::parse_addr)]
     bind: SocketAddr,
     /// Wire format of the stream.
     #[arg(long, default_value = "chdr")]
