@@ -77,7 +77,6 @@ pub use config::{
 pub(crate) use consumer::count_released;
 pub use datagram::Datagram;
 pub use meta::{Arrival, Clocks, DatagramMeta, StreamKey};
-pub(crate) use receive::DRAIN_CALLS;
 pub(crate) use slots::Recycled;
 pub(crate) use worker::{setup_thread, spawn_receive_thread};
 
