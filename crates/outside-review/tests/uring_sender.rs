@@ -102,14 +102,17 @@ impl Rx {
 fn setup(tag: &str, delay_ms: u32) -> (VethPair, Rx, SocketAddr) {
     let pair = VethPair::create(tag, 1500).expect("veth");
     netem(&pair, delay_ms);
-    let sock = pair.b.run(|| UdpSocket::bind((pair.b.addr, 0))).unwrap();
-    // A large receive buffer so nothing is dropped at the receiver.
-    let _ = std::process::Command::new("sysctl")
-        .args(["-qw", "net.core.rmem_max=268435456"])
-        .status();
-    let s2 = socket2::SockRef::from(&sock);
-    let _ = s2.set_recv_buffer_size(256 << 20);
-    let to = sock.local_addr().unwrap();
+    // A large receive buffer so nothing is dropped at the receiver: forced (SO_RCVBUFFORCE)
+    // for this socket only, the machine's net.core.rmem_max left as it was.
+    let cfg = fsdr_net_io::socket::SocketConfig::new(SocketAddr::new(pair.b.addr.into(), 0))
+        .recv_buffer(256 << 20);
+    let opened = pair
+        .b
+        .run(|| fsdr_net_io::socket::open_socket(&cfg, false))
+        .unwrap();
+    let sock: UdpSocket = opened.socket.into();
+    sock.set_nonblocking(false).unwrap();
+    let to = opened.local_addr;
     (pair, Rx { sock }, to)
 }
 
