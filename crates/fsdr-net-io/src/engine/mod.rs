@@ -82,7 +82,7 @@ pub(crate) use worker::{setup_thread, spawn_receive_thread};
 
 /// How every receive thread's name starts (`fsdr-net-rx0`, `fsdr-net-rx1`, …; the in-place
 /// receiver's too): what `ps -L`, `perf --per-thread` and
-/// [`host::ThreadCpuMeter`](crate::host::ThreadCpuMeter) show for them.
+/// the test bed's `host::ThreadCpuMeter` (feature `testbed`) show for them.
 ///
 /// ```
 /// assert_eq!(fsdr_net_io::engine::RECEIVE_THREAD_PREFIX, "fsdr-net-rx");
