@@ -107,7 +107,7 @@ fn main() -> Result<()> {
         std::thread::spawn(move || Emulator::new(cfg).and_then(|e| e.run()))
     });
     let start = Instant::now();
-    let load = fsdr_net::io::host::LoadMeter::start();
+    let load = fsdr_net_io::diagnosis::LoadMeter::start();
     let fg = args.tuning.runtime().run(fg)?;
     let load = load.finish();
     let seconds = start.elapsed().as_secs_f64();

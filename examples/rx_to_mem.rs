@@ -150,7 +150,7 @@ fn main() -> Result<()> {
         None
     };
 
-    let load = fsdr_net::io::host::LoadMeter::start();
+    let load = fsdr_net_io::diagnosis::LoadMeter::start();
     let mut filled = 0usize;
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();

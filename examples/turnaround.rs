@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Parser;
 use fsdr_net::io::Format;
-use fsdr_net::io::turnaround::bare_loop;
 use fsdr_net::{UdpSink, UdpSource};
+use fsdr_net_io::turnaround::bare_loop;
 use futuresdr::blocks::Apply;
 use futuresdr::runtime::Flowgraph;
 use futuresdr::runtime::dev::prelude::*;
@@ -149,7 +149,7 @@ fn bare(args: &Args) -> Result<Summary> {
         received: samples,
         sent: samples,
         missed: 0,
-        kernel_drops: u64::from(fsdr_net::io::sys::socket_drops(&watch).unwrap_or(0)),
+        kernel_drops: u64::from(fsdr_net_io::sys::socket_drops(&watch).unwrap_or(0)),
         seconds: start.elapsed().as_secs_f64(),
     })
 }

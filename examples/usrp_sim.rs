@@ -83,7 +83,7 @@ fn main() -> Result<()> {
     common::init_logging();
     let args = Args::parse();
     if !args.cpus.is_empty() {
-        fsdr_net::io::sys::sched::set_thread_cpus(&args.cpus)
+        fsdr_net_io::sys::sched::set_thread_cpus(&args.cpus)
             .with_context(|| format!("--cpus {:?}", args.cpus))?;
     }
     let mut cfg = EmulatorConfig::new(args.dest, format_for(args.mode, args.format));

@@ -197,7 +197,20 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use fsdr_net_io as io;
+/// The runtime-free layer under the blocks (`fsdr-net-io`), as far as a flowgraph's author
+/// needs it beside them: packet formats and sample encodings, the receive engines and their
+/// settings, the sequence layer's settings, the senders, counters, the USRP emulator and the
+/// loss diagnosis. fsdr-net-io's test bed (its cargo feature `testbed`) is not part of it.
+pub mod io {
+    pub use fsdr_net_io::{
+        Arrival, Backend, Capabilities, Clocks, Coalesce, DataHeader, Datagram, DatagramMeta,
+        Engine, EngineConfig, Error, Format, FormatError, Gap, Item, Notified, Notify, Overload,
+        PacketClass, PacketInfo, SeqConfig, SeqEvent, Stats, StatsHandle, StreamKey,
+        StreamSelector, ThreadOptions, ThreadStats, Timestamp, WireFormat, XdpConfig, XdpMode,
+        XskBind, cpu_latency, depacketizer, diagnosis, emulator, engine, format, inplace, resolve,
+        sample, send, seq, socket, stats,
+    };
+}
 pub use fsdr_net_lttng as lttng;
 
 mod error;

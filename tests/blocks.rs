@@ -4,10 +4,10 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use fsdr_net::io::format::DataHeader;
-use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::send::Framer;
 use fsdr_net::io::{Backend, Format, WireFormat};
 use fsdr_net::{TAG_MISSED, TAG_TIME, UdpSink, UdpSource};
+use fsdr_net_io::netns::TestLink;
 use futuresdr::blocks::{MessageSink, VectorSink, VectorSource};
 use futuresdr::runtime::dev::prelude::*;
 use futuresdr::runtime::scheduler::{FlowScheduler, SmolScheduler};

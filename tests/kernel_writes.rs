@@ -14,9 +14,9 @@ mod rounds;
 
 use std::time::Duration;
 
-use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::{Backend, Format};
 use fsdr_net::{RampCheck, UdpSource};
+use fsdr_net_io::netns::TestLink;
 use futuresdr::blocks::NullSink;
 use futuresdr::num_complex::Complex;
 use futuresdr::runtime::buffer::circuit;

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, Faults, Signal, ramp_index};
-use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::{Backend, StreamSelector};
 use fsdr_net::prelude::*;
 use fsdr_net::{MultiSourceStats, MultiUdpSource, TAG_MISSED, UdpSourceBuilder};
+use fsdr_net_io::netns::TestLink;
 use futuresdr::num_complex::Complex;
 use futuresdr::runtime::dev::prelude::*;
 

@@ -160,9 +160,9 @@ fn a_restart_is_one_resync() {
 fn streams_through_a_veth_pair_into_a_network_namespace() {
     // Jumbo frames, as a 10 GbE USRP link is set up; the emulator in one namespace, the
     // receiver in the other.
-    let pair = match fsdr_net::io::netns::VethPair::create("usrp", 9000) {
+    let pair = match fsdr_net_io::netns::VethPair::create("usrp", 9000) {
         Ok(p) => p,
-        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+        Err(why) => return fsdr_net_io::netns::unavailable("netns", &why),
     };
     let listen = format!("{}:{}", pair.b.addr, free_port());
     let mut sim = pair.a.command(example("usrp_sim"));
@@ -186,9 +186,9 @@ fn streams_through_a_veth_pair_into_a_network_namespace() {
 /// leaves no program on the interface.
 #[test]
 fn usrp_rx_receives_through_af_xdp_on_a_veth_pair() {
-    let pair = match fsdr_net::io::netns::VethPair::create("uxdp", 9000) {
+    let pair = match fsdr_net_io::netns::VethPair::create("uxdp", 9000) {
         Ok(p) => p,
-        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+        Err(why) => return fsdr_net_io::netns::unavailable("netns", &why),
     };
     let listen = format!("{}:{}", pair.b.addr, free_port());
     let mut sim = pair.a.command(example("usrp_sim"));
@@ -235,9 +235,9 @@ fn usrp_rx_receives_through_af_xdp_on_a_veth_pair() {
 /// interface: the kernel closes its BPF link with the process.
 #[test]
 fn a_killed_xdp_receiver_leaves_no_program_attached() {
-    let pair = match fsdr_net::io::netns::VethPair::create("ukill", 1500) {
+    let pair = match fsdr_net_io::netns::VethPair::create("ukill", 1500) {
         Ok(p) => p,
-        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+        Err(why) => return fsdr_net_io::netns::unavailable("netns", &why),
     };
     let listen = format!("{}:{}", pair.b.addr, free_port());
     let attached = || {
@@ -293,9 +293,9 @@ fn a_killed_xdp_receiver_leaves_no_program_attached() {
 /// a source-specific join of the sender (`--source`) too, and one of another source nothing.
 #[test]
 fn multicast_reaches_every_joined_receiver_and_a_source_specific_join_only_its_source() {
-    let pair = match fsdr_net::io::netns::VethPair::create("mcex", 1500) {
+    let pair = match fsdr_net_io::netns::VethPair::create("mcex", 1500) {
         Ok(p) => p,
-        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+        Err(why) => return fsdr_net_io::netns::unavailable("netns", &why),
     };
     let listen = format!("239.7.7.7:{}", free_port());
     let other_source = "192.0.2.99"; // TEST-NET-1: nobody sends from there

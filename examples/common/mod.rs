@@ -280,7 +280,7 @@ impl TuningArgs {
     pub fn place(&self) -> anyhow::Result<()> {
         check_cpus("--cpus", &self.cpus)?;
         if !self.cpus.is_empty() {
-            fsdr_net::io::sys::sched::set_thread_cpus(&self.cpus)
+            fsdr_net_io::sys::sched::set_thread_cpus(&self.cpus)
                 .map_err(|e| anyhow::anyhow!("--cpus {:?}: {e}", self.cpus))?;
         }
         Ok(())
@@ -425,7 +425,7 @@ pub fn parse_count(s: &str) -> Result<usize, String> {
 
 /// An error naming `flag` and the CPU when `cpus` holds one this process may not use.
 pub fn check_cpus(flag: &str, cpus: &[usize]) -> anyhow::Result<()> {
-    let all = fsdr_net::io::sys::sched::allowed_cpus()
+    let all = fsdr_net_io::sys::sched::allowed_cpus()
         .map_err(|e| anyhow::anyhow!("the CPUs this process may use: {e}"))?;
     match cpus.iter().find(|c| !all.contains(c)) {
         Some(c) => anyhow::bail!("{flag}: CPU {c} is not one this process may use ({all:?})"),

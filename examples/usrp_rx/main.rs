@@ -30,12 +30,13 @@ use common::{
 };
 use fsdr_net::io::StreamSelector;
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Signal, channel_stream_id};
-use fsdr_net::io::host::{CpuTimes, Load, LoadMeter};
 use fsdr_net::io::{Backend, Format, WireFormat};
 use fsdr_net::{
     MultiSourceStats, MultiUdpSource, ProbeSink, RampCheck, RampSample, SigmfItem, SigmfSink,
     SourceStats, UdpSource, UdpSourceBuilder,
 };
+use fsdr_net_io::diagnosis::{Load, LoadMeter};
+use fsdr_net_io::host::CpuTimes;
 use futuresdr::blocks::FileSink;
 use futuresdr::runtime::Flowgraph;
 use futuresdr::runtime::macros::connect;

@@ -33,7 +33,7 @@ pub(super) fn spawn_emulator(
         let report = if cpus.is_empty() {
             emulator.run()
         } else {
-            fsdr_net::io::sys::sched::set_thread_cpus(&cpus)
+            fsdr_net_io::sys::sched::set_thread_cpus(&cpus)
                 .map_err(fsdr_net::io::Error::from)
                 .and_then(|()| emulator.run())
         };

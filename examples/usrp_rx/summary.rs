@@ -3,8 +3,9 @@
 //! to lost samples, and how the capture failed, if it did, which decides the exit code.
 
 use fsdr_net::io::emulator::EmulatorReport;
-use fsdr_net::io::host::{Load, Machine};
 use fsdr_net::io::{Backend, Format};
+use fsdr_net_io::diagnosis::Load;
+use fsdr_net_io::host::Machine;
 
 use super::common::loss::{Capture, Failure, arrived, sentence};
 use super::{Args, ChannelsOutcome, Outcome};

@@ -104,7 +104,7 @@ pub fn last_json(stdout: &[u8]) -> Value {
 
 /// Runs the turnaround example (with `extra` flags) against the turnaround probe for a short,
 /// slow stream; returns what the probe measured and the example's output.
-pub fn turnaround(extra: &[&str]) -> (fsdr_net::io::turnaround::ProbeReport, std::process::Output) {
+pub fn turnaround(extra: &[&str]) -> (fsdr_net_io::turnaround::ProbeReport, std::process::Output) {
     let listen = format!("127.0.0.1:{}", free_port());
     let back = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(example("turnaround"))
@@ -119,7 +119,7 @@ pub fn turnaround(extra: &[&str]) -> (fsdr_net::io::turnaround::ProbeReport, std
         .expect("turnaround starts");
     wait_until_listening(&mut child);
     let report =
-        fsdr_net::io::turnaround::Probe::new(listen.parse().unwrap(), back.parse().unwrap())
+        fsdr_net_io::turnaround::Probe::new(listen.parse().unwrap(), back.parse().unwrap())
             .rate(2e6)
             .samples_per_packet(1000)
             .duration(std::time::Duration::from_millis(300))

@@ -32,7 +32,7 @@ pub const MIRI_IN_TEST: &[&str] = &[
     "depacketizer::",
 ];
 
-fn nightly() -> Command {
+pub fn nightly() -> Command {
     let mut c = Command::new("cargo");
     c.arg("+nightly");
     // The stable toolchain's cargo sets these for the xtask itself; the nightly must not

@@ -6,7 +6,7 @@
 //! `duration` or of `samples`).
 //!
 //! Paced, it sends its rate exactly, as a radio does: a packet goes out once its last sample
-//! exists on the emulator's clock ([`SampleClock`](crate::send::SampleClock)), so a stream of
+//! exists on the emulator's clock ([`SampleClock`]), so a stream of
 //! `duration` is `rate × duration` samples and never arrives faster than `rate`. A machine
 //! that cannot keep up makes it late, not short of samples: it warns, and its report says
 //! the rate it got ([`EmulatorReport::rate`], [`EmulatorReport::kept_up`]).

@@ -183,8 +183,11 @@ struct Umem {
 impl Drop for Umem {
     fn drop(&mut self) {
         // SAFETY: `base`/`len` are the mapping made in `XskSocket::open_with`; the socket that
-        // registered it is closed first (field order of `XskSocket`), so the kernel no
-        // longer writes into it.
+        // registered it is closed first (field order of `XskSocket`; no duplicate of its
+        // descriptor leaves this crate), so the kernel no longer writes into it. Should a
+        // reference the kernel holds (an XSK map entry released later) keep it bound a moment
+        // longer, the kernel writes through the UMEM pages it pinned at registration, not
+        // through this mapping: nothing mapped here later is written.
         // Checked by: `xdp_books_are_exact_under_faults` (ASan).
         // Kernel writes (freed memory poisoned and watched):
         // `xdp_engine_stops_under_traffic_without_a_write_after_free`.
@@ -626,8 +629,11 @@ impl XskSocket {
     }
 }
 
-impl AsFd for XskSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
+impl XskSocket {
+    /// The socket's descriptor, for this crate's `poll` and XSK map only. Not `AsFd`: a
+    /// duplicate made from it would keep the socket bound, and the kernel writing, after
+    /// this value dropped and unmapped the UMEM (an outside review found the sequence).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 }

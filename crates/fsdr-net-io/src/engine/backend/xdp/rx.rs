@@ -130,7 +130,7 @@ impl Setup {
         })?;
         let map = XskMap::create(cfg.xdp.queue + 1)
             .map_err(|e| unsupported(cfg, explain("creating the XSK map", &e)))?;
-        map.set(cfg.xdp.queue, xsk.as_fd())
+        map.set(cfg.xdp.queue, &xsk)
             .map_err(|e| unsupported(cfg, explain("adding the socket to the XSK map", &e)))?;
         let program = XdpProgram::load(&m, &map, opts.multi_buffer)
             .map_err(|e| unsupported(cfg, explain("loading the XDP program", &e)))?;
@@ -269,7 +269,7 @@ impl XdpRx {
         use nix::poll::{PollFd, PollFlags, ppoll};
         use nix::sys::time::TimeSpec;
         let mut fds = [
-            PollFd::new(self.setup.xsk.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.setup.xsk.fd(), PollFlags::POLLIN),
             PollFd::new(socket.as_fd(), PollFlags::POLLIN),
         ];
         let t = TimeSpec::from_duration(std::time::Duration::from_nanos(timeout_ns));
