@@ -19,15 +19,14 @@ fn snapshot(package: &str) -> PathBuf {
     Path::new("api").join(format!("{package}.txt"))
 }
 
-/// Lists each package's public items and compares them with the snapshots (or writes them,
-/// with `bless`).
-pub fn check(bless: bool) -> Result<()> {
-    let mut diffs = Vec::new();
-    for &(package, krate) in PACKAGES {
-        crate::report::run_as(
-            &format!("rustdoc JSON, {package}"),
-            crate::checks::nightly()
-                .env("CARGO_TARGET_DIR", "target/api")
+/// rustdoc's JSON of each package (step name, command): the nightly toolchain's, in
+/// `target/api`.
+pub fn rustdoc_commands() -> Vec<(String, std::process::Command)> {
+    PACKAGES
+        .iter()
+        .map(|&(package, _)| {
+            let mut cmd = crate::checks::nightly();
+            cmd.env("CARGO_TARGET_DIR", "target/api")
                 .env_remove("RUSTFLAGS")
                 .args([
                     "rustdoc",
@@ -40,8 +39,25 @@ pub fn check(bless: bool) -> Result<()> {
                     "unstable-options",
                     "--output-format",
                     "json",
-                ]),
-        )?;
+                ]);
+            (format!("rustdoc JSON, {package}"), cmd)
+        })
+        .collect()
+}
+
+/// Lists each package's public items and compares them with the snapshots (or writes them,
+/// with `bless`).
+pub fn check(bless: bool) -> Result<()> {
+    for (name, mut cmd) in rustdoc_commands() {
+        crate::report::run_as(&name, &mut cmd)?;
+    }
+    compare(bless)
+}
+
+/// The lists of [`rustdoc_commands`]'s JSON against the snapshots (or written, with `bless`).
+pub fn compare(bless: bool) -> Result<()> {
+    let mut diffs = Vec::new();
+    for &(package, krate) in PACKAGES {
         let json = Path::new("target/api/doc").join(format!("{krate}.json"));
         let doc: Value = serde_json::from_str(
             &std::fs::read_to_string(&json).with_context(|| json.display().to_string())?,

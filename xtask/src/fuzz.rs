@@ -1,8 +1,13 @@
 //! The fuzz targets (`fuzz/fuzz_targets`): their seed corpus of valid packets emitted by
-//! `fsdr-net-io`, `cargo xtask fuzz`, and the short fixed-seed run in `cargo xtask test`.
+//! `fsdr-net-io`, their build (cargo-fuzz's, by cargo itself), `cargo xtask fuzz`, and the
+//! short fixed-seed run in `cargo xtask test`.
+
+use std::path::Path;
+use std::process::Command;
 
 use anyhow::{Result, bail};
 
+use crate::beside::{Beside, Priority};
 use crate::{cargo, report};
 
 /// Seconds each fuzz target runs in `cargo xtask test`.
@@ -133,26 +138,65 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
     out
 }
 
-/// Whether `cargo fuzz` is here; installs it first when `install`.
-pub fn cargo_fuzz(install: bool) -> Result<bool> {
-    let have = || {
-        cargo()
-            .args(["fuzz", "--version"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !have() && install {
-        report::run_as(
-            "install cargo-fuzz",
-            cargo().args(["install", "cargo-fuzz", "--locked"]),
-        )?;
-    }
-    Ok(have())
+/// The triple the fuzz targets are built for (cargo-fuzz's default here).
+const TRIPLE: &str = "x86_64-unknown-linux-gnu";
+
+/// The flags `cargo fuzz build` (cargo-fuzz 0.13, its defaults) gives rustc: libFuzzer's
+/// coverage counters and comparison tracing, `--cfg fuzzing`, AddressSanitizer, debug
+/// assertions in an optimized build of one codegen unit.
+const RUSTFLAGS: &str = "-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+    -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+    -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing \
+    -Cllvm-args=-simplifycfg-branch-fold-threshold=0 -Zsanitizer=address \
+    -Cllvm-args=-sanitizer-coverage-stack-depth -Cdebug-assertions -Ccodegen-units=1";
+
+/// Builds every fuzz target as `cargo fuzz build` does, with cargo itself: the same flags and
+/// profile into the same `fuzz/target`, so `cargo fuzz run`, `tmin` and `cmin` reuse the
+/// build, and cargo-fuzz (two minutes of compiling to install) is not needed.
+pub fn build() -> Command {
+    let mut cmd = cargo();
+    // The flags are nightly-only (sanitizers); the toolchain that builds the project is stable.
+    cmd.env("RUSTC_BOOTSTRAP", "1")
+        // Where cargo-fuzz builds and [`run`] looks, also when CARGO_TARGET_DIR is set.
+        .env("CARGO_TARGET_DIR", "fuzz/target")
+        .env(
+            "RUSTFLAGS",
+            RUSTFLAGS.split_whitespace().collect::<Vec<_>>().join(" "),
+        )
+        .args(["build", "--quiet", "--manifest-path", "fuzz/Cargo.toml"])
+        .args(["--target", TRIPLE, "--release", "--bins"])
+        .args(["--config", "profile.release.debug=\"line-tables-only\""]);
+    cmd
 }
 
-/// Every fuzz target (or `only`) for `seconds` from the seed corpus; with `seed`, libFuzzer's
-/// random seed, so that a run of the same code finds the same inputs.
-pub fn run_targets(seconds: u64, only: Option<&str>, seed: Option<u64>) -> Result<()> {
+/// A target's run for `seconds` from its seed corpus (written here), with libFuzzer's random
+/// `seed` when given; a finding goes to `fuzz/artifacts/TARGET/`, as with `cargo fuzz run`.
+fn run(target: &str, seconds: u64, seed: Option<u64>) -> Result<Command> {
+    let corpus = Path::new("fuzz/corpus").join(target);
+    std::fs::create_dir_all(&corpus)?;
+    for (i, seed) in seeds(target).iter().enumerate() {
+        std::fs::write(corpus.join(format!("seed-{i}")), seed)?;
+    }
+    let artifacts = Path::new("fuzz/artifacts").join(target);
+    std::fs::create_dir_all(&artifacts)?;
+    let mut cmd = Command::new(
+        Path::new("fuzz/target")
+            .join(TRIPLE)
+            .join("release")
+            .join(target),
+    );
+    cmd.env("ASAN_OPTIONS", "detect_odr_violation=0")
+        .arg(format!("-artifact_prefix={}/", artifacts.display()))
+        .arg(&corpus)
+        .arg(format!("-max_total_time={seconds}"));
+    if let Some(seed) = seed {
+        cmd.arg(format!("-seed={seed}"));
+    }
+    Ok(cmd)
+}
+
+/// The targets (or `only`).
+fn targets(only: Option<&str>) -> Result<Vec<&'static str>> {
     let targets: Vec<&str> = TARGETS
         .iter()
         .copied()
@@ -164,30 +208,44 @@ pub fn run_targets(seconds: u64, only: Option<&str>, seed: Option<u64>) -> Resul
             TARGETS.join(", ")
         );
     }
-    for target in &targets {
-        let corpus = std::path::Path::new("fuzz/corpus").join(target);
-        std::fs::create_dir_all(&corpus)?;
-        for (i, seed) in seeds(target).iter().enumerate() {
-            std::fs::write(corpus.join(format!("seed-{i}")), seed)?;
-        }
-        // cargo-fuzz passes nightly-only flags (sanitizers); the one toolchain here is stable.
-        let mut cmd = cargo();
-        cmd.env("RUSTC_BOOTSTRAP", "1")
-            .args(["fuzz", "run", target])
-            .arg(&corpus)
-            .arg("--")
-            .arg(format!("-max_total_time={seconds}"));
-        if let Some(seed) = seed {
-            cmd.arg(format!("-seed={seed}"));
-        }
-        report::run_as(&format!("fuzz {target} ({seconds} s)"), &mut cmd)?;
-    }
-    Ok(())
+    Ok(targets)
 }
 
+/// Every target for `seconds` from libFuzzer's seed `seed`, as `lanes` chains side by side
+/// (libFuzzer runs on one CPU): the step of `cargo xtask test`, after [`build`].
+pub fn run_in_test(seconds: u64, seed: u64, lanes: usize) -> Result<()> {
+    let mut chains: Vec<Vec<(String, Command)>> = (0..lanes.max(1)).map(|_| Vec::new()).collect();
+    for (i, target) in targets(None)?.into_iter().enumerate() {
+        let n = chains.len();
+        chains[i % n].push((
+            format!("fuzz {target} ({seconds} s)"),
+            run(target, seconds, Some(seed))?,
+        ));
+    }
+    let running: Vec<Beside> = chains
+        .into_iter()
+        .map(|c| Beside::start(Priority::Normal, c))
+        .collect::<Result<_>>()?;
+    let mut result = Ok(());
+    for chain in running {
+        let joined = chain.join();
+        if result.is_ok() {
+            result = joined;
+        }
+    }
+    result
+}
+
+/// `cargo xtask fuzz`: builds, then runs every target (or `only`) for `seconds`.
 pub fn fuzz(seconds: u64, only: Option<&str>) -> Result<()> {
-    cargo_fuzz(true)?;
-    run_targets(seconds, only, None)?;
+    let targets = targets(only)?;
+    report::run_as("build fuzz targets", &mut build())?;
+    for target in targets {
+        report::run_as(
+            &format!("fuzz {target} ({seconds} s)"),
+            &mut run(target, seconds, None)?,
+        )?;
+    }
     println!("fuzz: ran {seconds} s a target without a finding");
     Ok(())
 }

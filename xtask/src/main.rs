@@ -3,10 +3,13 @@
 //! * `cargo xtask test [--no-loom]`: installs what the tests need (Debian packages when run
 //!   as root), then runs rustfmt, clippy (also with `--features lttng` and fsdr-net-io
 //!   without io_uring), every test of the workspace and the doc tests, quietly, `cargo doc`
-//!   with warnings as errors, the loom models, every fuzz target for 10 s from a fixed seed,
-//!   the exactness model, a short soak, Miri and ASan.
-//! * `cargo xtask fuzz --seconds S`: runs every `cargo fuzz` target for S seconds from a seed
-//!   corpus of valid packets emitted by `fsdr-net-io` (installs cargo-fuzz when missing).
+//!   with warnings as errors, the public API against its snapshot, the loom models, the
+//!   exactness model, a short soak, every fuzz target for 10 s from a fixed seed, ASan and
+//!   Miri; the builds of the later steps and Miri run beside the earlier ones on the CPU time
+//!   those leave (`beside.rs`); each step's line says its wall and CPU time.
+//! * `cargo xtask fuzz --seconds S`: builds the `cargo fuzz` targets as cargo-fuzz does (with
+//!   cargo; cargo-fuzz need not be installed) and runs each for S seconds from a seed corpus
+//!   of valid packets emitted by `fsdr-net-io`.
 //! * `cargo xtask loss [--seconds S] [--rates 100,200,400,800,unpaced] [--find-max]
 //!   [--max-steal PCT]`: what each receiver keeps of a paced stream at each offered rate and
 //!   what it costs (CPU per GB in all and by thread, against the bare recvmmsg loop of the same
@@ -28,12 +31,14 @@
 //! * `cargo xtask miri [--all]`: the unit tests that make no system call under Miri (the
 //!   nightly toolchain); `--all` the whole scope, else what `cargo xtask test` runs.
 //! * `cargo xtask asan`: fsdr-net-io's tests built with AddressSanitizer (nightly).
+//! * `cargo xtask loom`: the loom models of fsdr-net-io's notifier and counters.
 //! * `cargo xtask api [--bless]`: the public API of fsdr-net-io and fsdr-net, one line per
 //!   item, against `api/*.txt` (`cargo xtask test` compares them).
 //! * `cargo xtask shape`: files over 600 lines without a reason, and import circles between
 //!   modules (`cargo xtask test` checks both).
 
 mod api;
+mod beside;
 mod checks;
 mod fuzz;
 mod host;
@@ -48,6 +53,8 @@ mod turnaround;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+
+use beside::{Beside, Priority};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -115,6 +122,8 @@ enum Task {
     },
     /// fsdr-net-io's tests under AddressSanitizer (nightly toolchain).
     Asan,
+    /// The loom model tests of fsdr-net-io's own synchronisation.
+    Loom,
     /// The public API of fsdr-net-io and fsdr-net against the snapshots in api/ (nightly
     /// toolchain for rustdoc's JSON).
     Api {
@@ -189,6 +198,7 @@ fn main() -> Result<()> {
             checks::MIRI_IN_TEST
         }),
         Task::Asan => checks::asan(),
+        Task::Loom => checks::loom(),
         Task::Api { bless } => api::check(bless),
         Task::Shape => shape::check(),
     }
@@ -288,6 +298,37 @@ fn test_steps(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
     }
     report::run_as("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     shape::check()?;
+    // Beside the steps below (SCHED_IDLE: only on CPU time they leave, see beside.rs): the
+    // builds of their own target directories that later steps run, and Miri (it reads no
+    // clock). Each is joined where its result is needed.
+    let nightly = checks::miri_available();
+    let mut asan_api = Vec::new();
+    if nightly {
+        asan_api.push(("build asan tests".to_string(), checks::asan_command(true)));
+        asan_api.extend(api::rustdoc_commands());
+    }
+    let asan_api = Beside::start(Priority::Idle, asan_api)?;
+    let release = Beside::start(
+        Priority::Idle,
+        vec![
+            (
+                "build exactness model (release)".to_string(),
+                checks::props_command(PROPS_CASES, true),
+            ),
+            ("build fuzz targets".to_string(), fuzz::build()),
+        ],
+    )?;
+    let miri = Beside::start(
+        Priority::Idle,
+        if nightly {
+            vec![(
+                "miri".to_string(),
+                checks::miri_command(checks::MIRI_IN_TEST),
+            )]
+        } else {
+            Vec::new()
+        },
+    )?;
     let clippy = |name: &str, extra: &[&str]| {
         report::run_as(
             name,
@@ -405,59 +446,36 @@ fn test_steps(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
             "--workspace",
         ]),
     )?;
-    // The public surface against its snapshot (rustdoc's JSON needs the nightly toolchain).
-    if checks::nightly_available() {
-        api::check(false)?;
-    } else {
-        eprintln!("xtask: no nightly toolchain here: the public API is not compared");
-    }
     if loom {
-        loom_models()?;
-    }
-    // Every fuzz target briefly, from a fixed seed: an invariant a target states that the
-    // code no longer keeps fails here, not weeks later in a long run.
-    if fuzz::cargo_fuzz(!no_install)? {
-        fuzz::run_targets(fuzz::SECONDS_IN_TEST, None, Some(1))?;
-    } else {
-        eprintln!("xtask: cargo-fuzz is not installed (--no-install): fuzz targets not run");
+        checks::loom()?;
     }
     // Exactness at scale: 3000 cases a format through the sequence layer, 24 through an
     // engine; then a short soak of the main job's debug build with injected faults.
-    checks::props(24_000, false)?;
+    release.join()?;
+    checks::props(PROPS_CASES, false)?;
     soak::soak(1.0 / 3.0, "5e6", "mio", soak::Build::Debug)?;
-    // Soundness where the nightly toolchain is: Miri over the code without system calls,
-    // and the test suite under AddressSanitizer.
-    if checks::miri_available() {
-        checks::miri(checks::MIRI_IN_TEST)?;
+    // Every fuzz target briefly, from a fixed seed: an invariant a target states that the
+    // code no longer keeps fails here, not weeks later in a long run.
+    fuzz::run_in_test(fuzz::SECONDS_IN_TEST, 1, 2)?;
+    // Soundness where the nightly toolchain is: the test suite under AddressSanitizer, Miri
+    // over the code without system calls; and the public surface against its snapshot
+    // (rustdoc's JSON).
+    asan_api.join()?;
+    if nightly {
         checks::asan()?;
-    } else {
-        eprintln!("xtask: no nightly toolchain with Miri here: Miri and ASan not run");
+        api::compare(false)?;
+    }
+    miri.join()?;
+    if !nightly {
+        eprintln!(
+            "xtask: no nightly toolchain with Miri here: Miri, ASan and the public API not checked"
+        );
     }
     Ok(())
 }
 
-/// The loom model tests of the notifier (the one hand-written synchronisation left; the
-/// index rings are `rtrb`'s): every interleaving of a notify against a waiting consumer.
-fn loom_models() -> Result<()> {
-    report::run_as(
-        "loom models",
-        cargo()
-            .env("RUSTFLAGS", "--cfg loom")
-            .env("CARGO_TARGET_DIR", "target/loom")
-            .args([
-                // Debug: the models run in hundredths of a second either way, and a release
-                // build under cfg(loom) (every dependency again) took two minutes of CI.
-                "test",
-                "--quiet",
-                "-p",
-                "fsdr-net-io",
-                // tokio (under tokio-uring) changes its API under cfg(loom).
-                "--no-default-features",
-                "--lib",
-                "loom",
-            ]),
-    )
-}
+/// The exactness model's cases in `cargo xtask test`.
+const PROPS_CASES: u64 = 24_000;
 
 /// The result line of an example: the last line of its output that is a JSON object (progress
 /// and address lines may come before it).

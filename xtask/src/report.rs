@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::io::{Read, Seek};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -117,55 +117,147 @@ pub fn run_as(name: &str, cmd: &mut Command) -> Result<()> {
         }
         return Ok(());
     }
-    let step = {
-        let mut t = TOTALS.lock().unwrap_or_else(|e| e.into_inner());
-        t.steps += 1;
-        t.steps
-    };
-    std::fs::create_dir_all(log_dir())?;
-    let path = log_dir().join(format!("{step:02}-{}.log", name.replace([' ', '/'], "-")));
-    let mut log = File::options()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    use std::io::Write;
-    writeln!(log, "$ {cmd:?}")?;
-    let start = Instant::now();
-    let status = cmd
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log.try_clone()?)
-        .status()
-        .with_context(|| format!("running {cmd:?}"))?;
-    let seconds = start.elapsed().as_secs_f64();
-    let mut text = String::new();
-    log.rewind()?;
-    log.read_to_string(&mut text)?;
-    let before = totals();
-    TOTALS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .add_results(&text);
-    let ran = totals().passed - before.passed;
-    let tests = if ran > 0 {
-        format!(", {ran} tests")
-    } else {
-        String::new()
-    };
-    if status.success() {
-        eprintln!("xtask: {step:>2} {name:<36} ok ({seconds:.0} s{tests})");
-        return Ok(());
+    let mut step = Step::new(name)?;
+    let child = step.spawn(cmd)?;
+    let (status, cpu) = wait_with_cpu(child).with_context(|| format!("waiting for {cmd:?}"))?;
+    step.finish(&Ended {
+        status,
+        cpu,
+        at: Instant::now(),
+    })
+}
+
+/// A step of a quiet run: its number, its log, when its command started.
+pub struct Step {
+    number: u32,
+    name: String,
+    path: PathBuf,
+    log: File,
+    start: Instant,
+    /// The seconds `cargo xtask test` waited for it, when it ran beside other steps.
+    waited: Option<f64>,
+}
+
+/// How a step's command ended.
+pub struct Ended {
+    pub status: ExitStatus,
+    /// CPU seconds of the command and what it waited for.
+    pub cpu: f64,
+    pub at: Instant,
+}
+
+impl Step {
+    /// The next step: its number and its log, created.
+    pub fn new(name: &str) -> Result<Step> {
+        let number = {
+            let mut t = TOTALS.lock().unwrap_or_else(|e| e.into_inner());
+            t.steps += 1;
+            t.steps
+        };
+        std::fs::create_dir_all(log_dir())?;
+        let path = log_dir().join(format!("{number:02}-{}.log", name.replace([' ', '/'], "-")));
+        let log = File::options()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        Ok(Step {
+            number,
+            name: name.to_string(),
+            path,
+            log,
+            start: Instant::now(),
+            waited: None,
+        })
     }
-    let lines: Vec<&str> = text.lines().collect();
-    let tail = &lines[lines.len().saturating_sub(80)..];
-    eprintln!("{}", tail.join("\n"));
-    bail!(
-        "{name} failed with {status} after {seconds:.0} s; its whole output: {}",
-        path.display()
-    )
+
+    /// Starts `cmd` with its output to the log.
+    pub fn spawn(&mut self, cmd: &mut Command) -> Result<Child> {
+        use std::io::Write;
+        writeln!(self.log, "$ {cmd:?}")?;
+        self.start = Instant::now();
+        cmd.stdin(Stdio::null())
+            .stdout(self.log.try_clone()?)
+            .stderr(self.log.try_clone()?)
+            .spawn()
+            .with_context(|| format!("running {cmd:?}"))
+    }
+
+    /// That `cargo xtask test` waited `seconds` for this step, which ran beside others.
+    pub fn waited(&mut self, seconds: f64) {
+        self.waited = Some(seconds);
+    }
+
+    /// Counts the tests of the log and prints the step's line; an error with the log's
+    /// last lines when the command failed.
+    pub fn finish(mut self, ended: &Ended) -> Result<()> {
+        let seconds = ended.at.duration_since(self.start).as_secs_f64();
+        let mut text = String::new();
+        self.log.rewind()?;
+        self.log.read_to_string(&mut text)?;
+        let before = totals();
+        TOTALS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add_results(&text);
+        let ran = totals().passed - before.passed;
+        let tests = if ran > 0 {
+            format!(", {ran} tests")
+        } else {
+            String::new()
+        };
+        let beside = match self.waited {
+            Some(w) => format!(", beside; waited {w:.0} s"),
+            None => String::new(),
+        };
+        let (number, name, cpu) = (self.number, &self.name, ended.cpu);
+        if ended.status.success() {
+            eprintln!(
+                "xtask: {number:>2} {name:<36} ok ({seconds:.0} s{tests}, {cpu:.0} s CPU{beside})"
+            );
+            return Ok(());
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(80)..];
+        eprintln!("{}", tail.join("\n"));
+        bail!(
+            "{name} failed with {} after {seconds:.0} s; its whole output: {}",
+            ended.status,
+            self.path.display()
+        )
+    }
+}
+
+/// Waits for `child` to end: its exit status and the CPU time (user and system) it and the
+/// processes it waited for used (a compiler's jobs, a test binary's threads). Beside a
+/// step's wall time on a shared machine, the CPU time says what the step costs a quiet one.
+pub fn wait_with_cpu(child: Child) -> Result<(ExitStatus, f64)> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero `rusage` is a valid value (integers and timevals).
+    // Checked by: nothing to check: no memory is passed.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `usage` are live locals the call writes before it returns;
+        // `pid` is our child, not yet waited for (`child` is never waited on by std).
+        // Checked by: `a_step_waits_for_its_command_and_reads_its_status`.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e.into());
+        }
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Ok((
+        ExitStatus::from_raw(status),
+        secs(usage.ru_utime) + secs(usage.ru_stime),
+    ))
 }
 
 /// The one line `cargo xtask test` ends with.
@@ -197,6 +289,17 @@ mod tests {
              mio 64 B: delivered 1 of 2816 received\n",
         );
         assert_eq!((t.passed, t.failed, t.ignored), (5, 1, 1));
+    }
+
+    #[test]
+    fn a_step_waits_for_its_command_and_reads_its_status() {
+        let run = |script: &str| {
+            let child = Command::new("sh").args(["-c", script]).spawn().unwrap();
+            let (status, cpu) = wait_with_cpu(child).unwrap();
+            (status.code(), cpu >= 0.0)
+        };
+        assert_eq!(run("exit 0"), (Some(0), true));
+        assert_eq!(run("exit 3"), (Some(3), true));
     }
 
     #[test]

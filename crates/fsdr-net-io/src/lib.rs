@@ -26,6 +26,8 @@
 //!   machine), `turnaround` (the turnaround probe and the bare forwarding loop) and `lent`
 //!   (hooks that inject a panic where memory is lent to the kernel). Without it they are
 //!   private or absent.
+//! - `loom`: the `loom` crate for the model tests, which build with `--cfg loom` given to
+//!   this crate alone (`cargo xtask loom`); not an API.
 //!
 //! ```
 //! use std::time::Duration;

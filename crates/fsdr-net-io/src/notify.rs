@@ -181,8 +181,8 @@ mod tests {
     }
 }
 
-/// Model tests: `RUSTFLAGS="--cfg loom" cargo test -p fsdr-net-io --no-default-features
-/// --release --lib loom` (part of `cargo xtask test`). The `Arc` is std's (its count needs no
+/// Model tests: `cargo xtask loom` (part of `cargo xtask test`; the crate's unit tests built
+/// with `--cfg loom` and the `loom` feature). The `Arc` is std's (its count needs no
 /// model); the flag, the lock and the condition variable are loom's.
 #[cfg(all(test, loom))]
 mod loom_tests {

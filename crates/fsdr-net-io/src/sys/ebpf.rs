@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! use fsdr_net_io::sys::ebpf::{UdpMatch, XdpLink, XdpProgram, XskMap, XdpAttach};
-//! # fn f(ifindex: u32, xsk: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+//! # fn f(ifindex: u32, xsk: &fsdr_net_io::sys::xsk::XskSocket) -> std::io::Result<()> {
 //! let map = XskMap::create(1)?;
 //! map.set(0, xsk)?;
 //! let m = UdpMatch { port: 49152, v4: true, ..UdpMatch::default() };
