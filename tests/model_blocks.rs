@@ -23,6 +23,7 @@ use proptest::prelude::*;
 #[path = "../crates/fsdr-net-io/tests/model"]
 #[allow(dead_code)]
 mod model {
+    pub mod coarse;
     pub mod learnt;
     pub mod reference;
     pub mod run;

@@ -5,6 +5,8 @@
 //! be that. The check knows what was sent; it never asks the code under test.
 #![no_main]
 
+#[path = "../../crates/fsdr-net-io/tests/model/coarse.rs"]
+mod coarse;
 #[path = "../../crates/fsdr-net-io/tests/model/learnt.rs"]
 mod learnt;
 #[path = "../../crates/fsdr-net-io/tests/model/reference.rs"]
@@ -105,6 +107,7 @@ fn scenario(data: &[u8]) -> Option<Scenario> {
                 } else {
                     0
                 },
+                ..Default::default()
             }
         })
         .collect();
@@ -128,6 +131,8 @@ fn scenario(data: &[u8]) -> Option<Scenario> {
         first_seq,
         window,
         ops,
+        content: scenario::Content::Ramp,
+        t0: 0,
     }
     .coarse()
     .learnt())
