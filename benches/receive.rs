@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fsdr_net::io::send::{SenderConfig, StreamSender};
-use fsdr_net::io::sys::RecvBatch;
 use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
+use fsdr_net_io::sys::RecvBatch;
 
 /// Starts an unpaced raw sender to `to`; stops when the flag is set.
 fn sender(

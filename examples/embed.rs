@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use common::parse_f64;
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, Faults};
 use fsdr_net::prelude::*;
 use futuresdr::blocks::{Apply, FileSink, MovingAvg, NullSink};
@@ -29,15 +28,16 @@ use futuresdr::runtime::{Flowgraph, Pmt, Runtime};
 
 /// Receive a CHDR stream into a FutureSDR flowgraph and report what arrived.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Receive from a device on this address instead of the built-in emulator.
-    #[arg(long)]
+    #[arg(long, value_parser = common::parse_addr)]
     listen: Option<SocketAddr>,
     /// Sample rate (samples/s).
-    #[arg(long, default_value = "10e6", value_parser = parse_f64)]
+    #[arg(long, default_value = "10e6", value_parser = common::parse_rate)]
     rate: f64,
     /// The device's tick rate (Hz): CHDR timestamps count its ticks.
-    #[arg(long, default_value = "200e6", value_parser = parse_f64)]
+    #[arg(long, default_value = "200e6", value_parser = common::parse_rate)]
     tick_rate: f64,
     /// Emulator: drop every N-th packet.
     #[arg(long)]
@@ -144,7 +144,20 @@ fn main() -> Result<()> {
         println!("{w}");
     }
     let lost = s.stream.missed_items + (s.kernel_drops + s.overflow).saturating_sub(s.missed);
+    let failure = args.loss.judge(&common::loss::Capture {
+        arrived: common::loss::arrived(&s.engine),
+        // Datagrams delivered stand for what arrived (the averages are not samples).
+        received: s.engine.delivered,
+        lost: lost.max(s.missed),
+        ..Default::default()
+    });
+    if let Some(w) = failure
+        .as_ref()
+        .and_then(|f| common::loss::sentence(f, "the sender"))
+    {
+        println!("{w}");
+    }
     args.loss
-        .exit_on_loss(lost.max(s.missed), "samples (or frames) were");
+        .exit_on(failure.as_ref(), "samples (or frames) were");
     Ok(())
 }

@@ -32,15 +32,16 @@ use futuresdr::runtime::macros::connect;
 
 /// Receive a CHDR stream without copying its payloads and check every sample.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Receive from a device on this address instead of the built-in emulator.
-    #[arg(long)]
+    #[arg(long, value_parser = common::parse_addr)]
     listen: Option<SocketAddr>,
     /// Sample rate (samples/s) of the emulator, and of the device for timestamps.
-    #[arg(long, default_value = "200e6", value_parser = parse_f64)]
+    #[arg(long, default_value = "200e6", value_parser = common::parse_rate)]
     rate: f64,
     /// The device's tick rate (Hz).
-    #[arg(long, default_value = "200e6", value_parser = parse_f64)]
+    #[arg(long, default_value = "200e6", value_parser = common::parse_rate)]
     tick_rate: f64,
     /// Seconds of stream.
     #[arg(long, default_value = "5", value_parser = parse_f64)]
@@ -106,7 +107,7 @@ fn main() -> Result<()> {
         std::thread::spawn(move || Emulator::new(cfg).and_then(|e| e.run()))
     });
     let start = Instant::now();
-    let load = fsdr_net::io::host::LoadMeter::start();
+    let load = fsdr_net_io::diagnosis::LoadMeter::start();
     let fg = args.tuning.runtime().run(fg)?;
     let load = load.finish();
     let seconds = start.elapsed().as_secs_f64();
@@ -119,6 +120,7 @@ fn main() -> Result<()> {
     let samples_sent = sent.as_ref().map(|r| r.samples_sent);
     let samples_dropped = sent.as_ref().map(|r| r.dropped_samples);
     let emulator_dropped = sent.as_ref().map(|r| r.dropped);
+    let emulator_rate = sent.as_ref().map(|r| (r.rate, r.rate_asked));
     let gb = s.delivered_bytes as f64 / 1e9;
     let e = &s.engine;
     let received = check.items() - s.stream.zeros_inserted;
@@ -134,6 +136,25 @@ fn main() -> Result<()> {
         0.0
     };
     let injected = emulator_dropped.unwrap_or(0);
+    let mut words = fsdr_net::io::diagnosis::explain(e, injected, load.as_ref());
+    let failure = args.loss.judge(&common::loss::Capture {
+        arrived: common::loss::arrived(e),
+        received,
+        lost,
+        end_lost: false,
+        rate: emulator_rate,
+    });
+    let source = if args.listen.is_some() {
+        "the sender"
+    } else {
+        "the built-in emulator"
+    };
+    if let Some(w) = failure
+        .as_ref()
+        .and_then(|f| common::loss::sentence(f, source))
+    {
+        words.push(w);
+    }
     let summary = serde_json::json!({
         "items": check.items(),
         "samples_sent": samples_sent,
@@ -154,9 +175,10 @@ fn main() -> Result<()> {
         "stream_seconds": stream_seconds,
         "rate_sps": rate,
         "load": load,
-        "explanation": fsdr_net::io::diagnosis::explain(e, injected, load.as_ref()),
+        "explanation": words,
+        "failure": failure.as_ref().map(common::loss::Failure::name),
     });
     println!("{summary}");
-    args.loss.exit_on_loss(lost, "samples were");
+    args.loss.exit_on(failure.as_ref(), "samples were");
     Ok(())
 }

@@ -22,6 +22,7 @@ use futuresdr::runtime::{Flowgraph, Runtime};
 
 /// P pipes of ProbeSource → S random-copy stages → ProbeSink.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 #[command(version)]
 struct Args {
     /// Parallel pipes.

@@ -26,6 +26,7 @@ use fsdr_net::io::{Backend, Engine, EngineConfig, Format};
 
 /// Receive N bytes of UDP payload into memory and report rate and losses.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 #[command(version)]
 struct Args {
     /// Receive backend.
@@ -47,10 +48,10 @@ struct Args {
     #[arg(long, default_value = "1e9", value_parser = common::parse_u64)]
     bytes: u64,
     /// Receive from this address instead of starting the built-in sender.
-    #[arg(long)]
+    #[arg(long, value_parser = common::parse_addr)]
     listen: Option<SocketAddr>,
     /// Built-in sender: rate in bytes per second (unpaced when absent or 0); accepts 8e8.
-    #[arg(long, value_parser = common::parse_f64)]
+    #[arg(long, value_parser = common::parse_rate)]
     rate: Option<f64>,
     /// Wire format.
     #[arg(long, default_value = "seq64")]
@@ -149,7 +150,7 @@ fn main() -> Result<()> {
         None
     };
 
-    let load = fsdr_net::io::host::LoadMeter::start();
+    let load = fsdr_net_io::diagnosis::LoadMeter::start();
     let mut filled = 0usize;
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
@@ -210,7 +211,24 @@ fn main() -> Result<()> {
     } else {
         0.0
     };
-    let words = fsdr_net::io::diagnosis::explain(&stats, 0, load.as_ref());
+    let mut words = fsdr_net::io::diagnosis::explain(&stats, 0, load.as_ref());
+    let failure = args.loss.judge(&common::loss::Capture {
+        arrived: common::loss::arrived(&stats),
+        received,
+        lost,
+        ..Default::default()
+    });
+    let source = if sent.is_some() {
+        "the built-in sender"
+    } else {
+        "the sender"
+    };
+    if let Some(w) = failure
+        .as_ref()
+        .and_then(|f| common::loss::sentence(f, source))
+    {
+        words.push(w);
+    }
     if args.json {
         let json = serde_json::json!({
             "backend": args.backend.name(),
@@ -234,6 +252,7 @@ fn main() -> Result<()> {
             })),
             "load": load,
             "explanation": words,
+            "failure": failure.as_ref().map(common::loss::Failure::name),
         });
         println!("{json}");
     } else {
@@ -267,6 +286,6 @@ fn main() -> Result<()> {
     } else {
         "frames were"
     };
-    args.loss.exit_on_loss(lost, what);
+    args.loss.exit_on(failure.as_ref(), what);
     Ok(())
 }

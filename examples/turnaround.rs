@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Parser;
 use fsdr_net::io::Format;
-use fsdr_net::io::turnaround::bare_loop;
 use fsdr_net::{UdpSink, UdpSource};
+use fsdr_net_io::turnaround::bare_loop;
 use futuresdr::blocks::Apply;
 use futuresdr::runtime::Flowgraph;
 use futuresdr::runtime::dev::prelude::*;
@@ -33,13 +33,14 @@ use serde_json::json;
 
 /// Receive a CHDR stream, pass it through a flowgraph and send it on.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 #[command(version)]
 struct Args {
     /// Where the stream comes in.
-    #[arg(long, default_value = "127.0.0.1:47500")]
+    #[arg(long, default_value = "127.0.0.1:47500", value_parser = common::parse_addr)]
     listen: SocketAddr,
     /// Where it goes out.
-    #[arg(long, default_value = "127.0.0.1:47501")]
+    #[arg(long, default_value = "127.0.0.1:47501", value_parser = common::parse_addr)]
     dest: SocketAddr,
     /// Samples per datagram of the stream (the answers carry as many).
     #[arg(long, default_value_t = 2000)]
@@ -148,7 +149,7 @@ fn bare(args: &Args) -> Result<Summary> {
         received: samples,
         sent: samples,
         missed: 0,
-        kernel_drops: u64::from(fsdr_net::io::sys::socket_drops(&watch).unwrap_or(0)),
+        kernel_drops: u64::from(fsdr_net_io::sys::socket_drops(&watch).unwrap_or(0)),
         seconds: start.elapsed().as_secs_f64(),
     })
 }

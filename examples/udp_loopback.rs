@@ -5,6 +5,8 @@
 //! cargo run --release --example udp_loopback -- --samples 50e6 --rate 25e6 --format chdr
 //! ```
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -19,12 +21,13 @@ use num_complex::Complex32;
 
 /// Tone → UdpSink → loopback → UdpSource → NullSink.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Samples to send; accepts 1e7 notation.
-    #[arg(long, default_value = "2e7")]
+    #[arg(long, default_value = "2e7", value_parser = common::parse_f64)]
     samples: f64,
     /// Sample rate to pace the sink to (samples/s); 0 sends unpaced.
-    #[arg(long, default_value = "10e6")]
+    #[arg(long, default_value = "10e6", value_parser = common::parse_f64)]
     rate: f64,
     /// Wire format.
     #[arg(long, default_value = "chdr")]

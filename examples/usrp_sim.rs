@@ -21,12 +21,13 @@ use fsdr_net::io::sample::WireFormat;
 
 /// A USRP in UHD remote-streaming mode, in software.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Where to stream (UHD's dest_addr:dest_port).
-    #[arg(long)]
+    #[arg(long, value_parser = common::parse_addr)]
     dest: SocketAddr,
     /// Sample rate (samples/s).
-    #[arg(long, default_value = "200e6", value_parser = parse_f64)]
+    #[arg(long, default_value = "200e6", value_parser = common::parse_rate)]
     rate: f64,
     /// Samples per packet (default: the most that fit an 8000-byte datagram).
     #[arg(long)]
@@ -38,7 +39,7 @@ struct Args {
     #[arg(long)]
     format: Option<Format>,
     /// Device tick rate (Hz) for timestamps.
-    #[arg(long, default_value = "200e6", value_parser = parse_f64)]
+    #[arg(long, default_value = "200e6", value_parser = common::parse_rate)]
     tick_rate: f64,
     /// Stream for this long (seconds).
     #[arg(long, value_parser = parse_f64)]
@@ -82,7 +83,7 @@ fn main() -> Result<()> {
     common::init_logging();
     let args = Args::parse();
     if !args.cpus.is_empty() {
-        fsdr_net::io::sys::sched::set_thread_cpus(&args.cpus)
+        fsdr_net_io::sys::sched::set_thread_cpus(&args.cpus)
             .with_context(|| format!("--cpus {:?}", args.cpus))?;
     }
     let mut cfg = EmulatorConfig::new(args.dest, format_for(args.mode, args.format));

@@ -26,7 +26,7 @@ pub(crate) fn batch_this_worker() {
         if done.replace(true) {
             return;
         }
-        match fsdr_net_io::sys::sched::set_batch_policy() {
+        match fsdr_net_io::engine::set_batch_policy() {
             Ok(true) => tracing::debug!(
                 thread = std::thread::current().name().unwrap_or("?"),
                 "worker thread moved to SCHED_BATCH"

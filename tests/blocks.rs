@@ -4,18 +4,16 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use fsdr_net::io::format::DataHeader;
-use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::send::Framer;
 use fsdr_net::io::{Backend, Format, WireFormat};
 use fsdr_net::{TAG_MISSED, TAG_TIME, UdpSink, UdpSource};
+use fsdr_net_io::netns::TestLink;
 use futuresdr::blocks::{MessageSink, VectorSink, VectorSource};
 use futuresdr::runtime::dev::prelude::*;
 use futuresdr::runtime::scheduler::{FlowScheduler, SmolScheduler};
 use num_complex::Complex32;
 
-#[path = "support/tag_sink.rs"]
-mod tag_sink;
-use tag_sink::TagSink;
+use fsdr_net::TagSink;
 
 #[derive(Clone, Copy, Debug)]
 enum Sched {
@@ -224,7 +222,7 @@ fn loss(sched: Sched, zero_fill: bool) -> Result<()> {
     let gap_start = at * items;
     let gap_len = skip as usize * items;
     let missed_tags: Vec<_> = s
-        .tags
+        .tags()
         .iter()
         .filter_map(|(i, t)| match t {
             Tag::NamedUsize(n, c) if n == TAG_MISSED => Some((*i, *c)),
@@ -234,9 +232,9 @@ fn loss(sched: Sched, zero_fill: bool) -> Result<()> {
     assert_eq!(missed_tags, [(gap_start, skip as usize)]);
     assert_eq!(fg.block(&msgs)?.received(), 1);
     if zero_fill {
-        assert_eq!(s.items.len(), count * items + gap_len);
+        assert_eq!(s.items().len(), count * items + gap_len);
         assert!(
-            s.items[gap_start..gap_start + gap_len]
+            s.items()[gap_start..gap_start + gap_len]
                 .iter()
                 .all(|&v| v == 0)
         );
@@ -244,14 +242,14 @@ fn loss(sched: Sched, zero_fill: bool) -> Result<()> {
         let expected: Vec<i16> = (0..(count + skip as usize) * items)
             .map(|i| (i + 1) as i16)
             .collect();
-        for (i, (&g, &e)) in s.items.iter().zip(&expected).enumerate() {
+        for (i, (&g, &e)) in s.items().iter().zip(&expected).enumerate() {
             if !(gap_start..gap_start + gap_len).contains(&i) {
                 assert_eq!(g, e, "item {i}");
             }
         }
     } else {
-        assert_eq!(s.items.len(), count * items);
-        assert_eq!(s.items[gap_start], (gap_start + gap_len + 1) as i16);
+        assert_eq!(s.items().len(), count * items);
+        assert_eq!(s.items()[gap_start], (gap_start + gap_len + 1) as i16);
     }
     Ok(())
 }
@@ -357,8 +355,8 @@ fn sc16_chdr_payload_becomes_complex_f32_scaled_like_uhd() -> Result<()> {
         Complex32::new(16384.0 * k, -8192.0 * k),
         Complex32::new(-32768.0 * k, k),
     ];
-    assert_eq!(s.items, expect);
-    let time = s.tags.iter().find_map(|(i, t)| match t {
+    assert_eq!(s.items(), expect);
+    let time = s.tags().iter().find_map(|(i, t)| match t {
         Tag::NamedAny(n, v) if n == TAG_TIME => {
             Some((*i, *v.downcast_ref::<fsdr_net::RxTime>().unwrap()))
         }

@@ -115,6 +115,20 @@ const VERSION: VersionInfo = VersionInfo {
     icd_version: 0,
 };
 
+/// `ctx` with the fields DIFI requires besides the radio's settings: what a sender states of
+/// its reference point, IF, reference level and timestamp calibration.
+fn difi(ctx: IfContext) -> IfContext {
+    IfContext {
+        reference_point_id: Some(0),
+        if_ref_freq_hz: Some(0.0),
+        if_band_offset_hz: Some(0.0),
+        reference_level_dbm: Some(-10.0),
+        timestamp_adjustment_fs: Some(0),
+        timestamp_cal_time: Some(0),
+        ..ctx
+    }
+}
+
 fn sink(to: std::net::SocketAddr) -> UdpSink<Complex<i16>> {
     // 100 samples a datagram, a sample count as the timestamp; repeat every 4 data packets.
     UdpSink::<Complex<i16>>::builder(to)
@@ -122,13 +136,13 @@ fn sink(to: std::net::SocketAddr) -> UdpSink<Complex<i16>> {
         .payload_bytes(400)
         .timestamps(0, 1.0)
         .stream_id(STREAM)
-        .context(IfContext {
+        .context(difi(IfContext {
             sample_rate_sps: Some(1e6),
             rf_ref_freq_hz: Some(1e9),
             bandwidth_hz: Some(0.8e6),
             gain_db: Some((10.0, 0.0)),
             ..Default::default()
-        })
+        }))
         .context_every(4)
         .difi_version(VERSION)
         .build()
@@ -281,11 +295,13 @@ fn utc_sink(to: std::net::SocketAddr) -> UdpSink<Complex<i16>> {
         .utc_timestamps(EPOCH, RATE)
         .sample_rate(RATE as f64) // paced: the test's socket has the default buffer
         .stream_id(STREAM)
-        .context(IfContext {
+        .context(difi(IfContext {
             sample_rate_sps: Some(RATE as f64),
             rf_ref_freq_hz: Some(1e9),
+            bandwidth_hz: Some(0.8 * RATE as f64),
+            gain_db: Some((0.0, 0.0)),
             ..Default::default()
-        })
+        }))
         .build()
         .unwrap()
 }

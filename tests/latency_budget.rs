@@ -103,7 +103,7 @@ fn receive_thread_policies() -> Vec<i32> {
         })
         .filter_map(|t| {
             let tid: i32 = t.file_name().to_string_lossy().parse().ok()?;
-            fsdr_net::io::sys::sched::thread_policy(tid).ok()
+            fsdr_net_io::sys::sched::thread_policy(tid).ok()
         })
         .collect()
 }

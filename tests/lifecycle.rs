@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use fsdr_net::UdpSource;
-use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::{Backend, Format};
+use fsdr_net_io::netns::TestLink;
 use futuresdr::blocks::NullSink;
 use futuresdr::runtime::dev::prelude::*;
 

@@ -156,7 +156,7 @@ fn the_loss_harness_runs_sender_and_receiver_on_the_cpus_given() {
     // `cargo xtask loss --pin`: `--cpus` places each process; the reference loop also runs
     // with `--loop-sets` (buffers that leave the cache). A CPU the machine lacks is an error
     // that names it, before anything is received.
-    let cpu = fsdr_net::io::sys::sched::allowed_cpus().expect("the allowed CPUs")[0].to_string();
+    let cpu = fsdr_net_io::sys::sched::allowed_cpus().expect("the allowed CPUs")[0].to_string();
     let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(u64::MAX);
     for (receiver, extra) in [
         ("flowgraph-mio", vec!["--cpus", &cpu]),
@@ -199,7 +199,7 @@ fn usrp_rx_runs_its_emulator_and_its_receiver_on_the_cpus_given() {
     // `cargo xtask latency --usrp --pin`: `--emulator-cpus` places the in-process emulator,
     // `--cpus` the rest, and every sample arrives. A CPU this process may not use is an error
     // that names the flag and the CPU, before anything starts.
-    let cpus = fsdr_net::io::sys::sched::allowed_cpus().expect("the allowed CPUs");
+    let cpus = fsdr_net_io::sys::sched::allowed_cpus().expect("the allowed CPUs");
     let (emulator, receiver) = (cpus[0].to_string(), cpus[cpus.len() - 1].to_string());
     let out = Command::new(example("usrp_rx"))
         .args([
@@ -215,7 +215,7 @@ fn usrp_rx_runs_its_emulator_and_its_receiver_on_the_cpus_given() {
         .output()
         .expect("usrp_rx runs");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    assert!(examples::ok_or_short(&out), "{err}");
     let v = examples::last_json(&out.stdout);
     let n = |k: &str| v[k].as_u64().unwrap_or(u64::MAX);
     assert!(n("received") > 0, "{v}");

@@ -37,9 +37,7 @@ use model::run::{Outcome, Sample, check, depacketizer_config, engine_counts, sen
 use model::scenario::{Enc, Kind, Scenario, Sent};
 use model::strategy::scenario;
 
-#[path = "support/tag_sink.rs"]
-mod tag_sink;
-use tag_sink::TagSink;
+use fsdr_net::TagSink;
 
 /// The block's tags as the model's: a gap's two tags (frames, items) on one item are one.
 fn model_tags(tags: &[(usize, futuresdr::runtime::dev::Tag)]) -> Vec<(usize, Tag)> {
@@ -139,8 +137,8 @@ macro_rules! through_flowgraph {
         );
         let sink = fg.block(&sink).expect("the sink");
         Outcome {
-            items: sink.items.clone(),
-            tags: model_tags(&sink.tags),
+            items: sink.items().to_vec(),
+            tags: model_tags(sink.tags()),
             counts: engine_counts(e),
         }
     }};

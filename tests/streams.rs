@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, Faults, Signal, ramp_index};
-use fsdr_net::io::netns::TestLink;
 use fsdr_net::io::{Backend, StreamSelector};
 use fsdr_net::prelude::*;
 use fsdr_net::{MultiSourceStats, MultiUdpSource, TAG_MISSED, UdpSourceBuilder};
+use fsdr_net_io::netns::TestLink;
 use futuresdr::num_complex::Complex;
 use futuresdr::runtime::dev::prelude::*;
 
@@ -21,10 +21,8 @@ const PACKETS: u64 = 100;
 /// Channel 1 loses packets 7, 14, …, 98 (1-based): 14 packets, each with a successor.
 const DROP_EVERY: u64 = 7;
 
-#[path = "support/tag_sink.rs"]
-mod tag_sink;
 /// Keeps a stream's samples and tags.
-type Collect = tag_sink::TagSink<Complex<i16>>;
+type Collect = fsdr_net::TagSink<Complex<i16>>;
 
 /// The frames a stream's `rx_missed` tags announce.
 fn missed_tags(tags: &[(usize, Tag)]) -> u64 {
@@ -109,9 +107,9 @@ fn two_of_three(format: Format, backend: Option<Backend>) -> anyhow::Result<()> 
     );
 
     let a = fg.block(&a)?;
-    check_samples(&a.items, |_| false, &format!("output 0, {ctx}"));
+    check_samples(a.items(), |_| false, &format!("output 0, {ctx}"));
     assert_eq!(
-        (stats.streams[0].missed, missed_tags(&a.tags)),
+        (stats.streams[0].missed, missed_tags(a.tags())),
         (0, 0),
         "{ctx}"
     );
@@ -119,12 +117,12 @@ fn two_of_three(format: Format, backend: Option<Backend>) -> anyhow::Result<()> 
 
     let b = fg.block(&b)?;
     check_samples(
-        &b.items,
+        b.items(),
         |p| p.is_multiple_of(DROP_EVERY),
         &format!("output 1, {ctx}"),
     );
     assert_eq!(stats.streams[1].missed, sent.dropped, "{ctx}");
-    assert_eq!(missed_tags(&b.tags), sent.dropped, "{ctx}");
+    assert_eq!(missed_tags(b.tags()), sent.dropped, "{ctx}");
     assert_eq!(
         stats.streams[1].stream.zeros_inserted, sent.dropped_samples,
         "{ctx}"
@@ -286,7 +284,7 @@ fn one_of_two_readers_waits(
     let fg = Runtime::new().run(fg)?;
     sender.join().unwrap();
     let stats = fg.block(&src)?.stats();
-    let on_time = fg.block(&on_time)?.items.clone();
+    let on_time = fg.block(&on_time)?.items().to_vec();
     let waited = fg.block(&waits)?.items.clone();
     Ok((stats, on_time, waited))
 }

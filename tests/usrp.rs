@@ -160,9 +160,9 @@ fn a_restart_is_one_resync() {
 fn streams_through_a_veth_pair_into_a_network_namespace() {
     // Jumbo frames, as a 10 GbE USRP link is set up; the emulator in one namespace, the
     // receiver in the other.
-    let pair = match fsdr_net::io::netns::VethPair::create("usrp", 9000) {
+    let pair = match fsdr_net_io::netns::VethPair::create("usrp", 9000) {
         Ok(p) => p,
-        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+        Err(why) => return fsdr_net_io::netns::unavailable("netns", &why),
     };
     let listen = format!("{}:{}", pair.b.addr, free_port());
     let mut sim = pair.a.command(example("usrp_sim"));
@@ -186,9 +186,9 @@ fn streams_through_a_veth_pair_into_a_network_namespace() {
 /// leaves no program on the interface.
 #[test]
 fn usrp_rx_receives_through_af_xdp_on_a_veth_pair() {
-    let pair = match fsdr_net::io::netns::VethPair::create("uxdp", 9000) {
+    let pair = match fsdr_net_io::netns::VethPair::create("uxdp", 9000) {
         Ok(p) => p,
-        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+        Err(why) => return fsdr_net_io::netns::unavailable("netns", &why),
     };
     let listen = format!("{}:{}", pair.b.addr, free_port());
     let mut sim = pair.a.command(example("usrp_sim"));
@@ -235,9 +235,9 @@ fn usrp_rx_receives_through_af_xdp_on_a_veth_pair() {
 /// interface: the kernel closes its BPF link with the process.
 #[test]
 fn a_killed_xdp_receiver_leaves_no_program_attached() {
-    let pair = match fsdr_net::io::netns::VethPair::create("ukill", 1500) {
+    let pair = match fsdr_net_io::netns::VethPair::create("ukill", 1500) {
         Ok(p) => p,
-        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+        Err(why) => return fsdr_net_io::netns::unavailable("netns", &why),
     };
     let listen = format!("{}:{}", pair.b.addr, free_port());
     let attached = || {
@@ -293,9 +293,9 @@ fn a_killed_xdp_receiver_leaves_no_program_attached() {
 /// a source-specific join of the sender (`--source`) too, and one of another source nothing.
 #[test]
 fn multicast_reaches_every_joined_receiver_and_a_source_specific_join_only_its_source() {
-    let pair = match fsdr_net::io::netns::VethPair::create("mcex", 1500) {
+    let pair = match fsdr_net_io::netns::VethPair::create("mcex", 1500) {
         Ok(p) => p,
-        Err(why) => return fsdr_net::io::netns::unavailable("netns", &why),
+        Err(why) => return fsdr_net_io::netns::unavailable("netns", &why),
     };
     let listen = format!("239.7.7.7:{}", free_port());
     let other_source = "192.0.2.99"; // TEST-NET-1: nobody sends from there
@@ -341,9 +341,12 @@ fn multicast_reaches_every_joined_receiver_and_a_source_specific_join_only_its_s
     let sim = last_json(&sim.stdout);
     let rx: Vec<Value> = receivers
         .into_iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(k, r)| {
             let out = r.wait_with_output().expect("usrp_rx ends");
-            assert!(out.status.success(), "usrp_rx failed");
+            // The last joined for another source: it got nothing, which fails (exit 3).
+            let code = if k == 3 { 3 } else { 0 };
+            assert_eq!(out.status.code(), Some(code), "usrp_rx {k}");
             last_json(&out.stdout)
         })
         .collect();
@@ -366,6 +369,7 @@ fn multicast_reaches_every_joined_receiver_and_a_source_specific_join_only_its_s
         "another source's join: {}",
         rx[3]
     );
+    assert_eq!(rx[3]["failure"], "nothing_arrived", "{}", rx[3]);
 }
 
 /// Sends SIGINT to a child.
@@ -407,9 +411,11 @@ fn ctrl_c_stops_cleanly_and_prints_the_final_figures() {
     interrupt(&mem);
     let rx = rx.wait_with_output().unwrap();
     let mem = mem.wait_with_output().unwrap();
-    assert!(rx.status.success() && mem.status.success());
+    // Stopped cleanly, with nothing received: a capture that got nothing (exit code 3).
+    assert_eq!((rx.status.code(), mem.status.code()), (Some(3), Some(3)));
     let j: Value = serde_json::from_slice(rx.stdout.trim_ascii()).unwrap();
     assert_eq!(u(&j, "received"), 0);
+    assert_eq!(j["failure"], "nothing_arrived", "{j}");
     let text = String::from_utf8_lossy(&mem.stdout);
     assert!(text.contains("Received 0 bytes"), "{text}");
     assert!(text.contains("kernel_drops 0"), "{text}");

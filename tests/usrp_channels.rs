@@ -18,7 +18,7 @@ fn each_channel_is_its_own_source_and_a_fault_stays_on_its_channel() {
         .output()
         .expect("usrp_rx runs");
     assert!(
-        out.status.success(),
+        examples::ok_or_short(&out),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -103,7 +103,7 @@ fn two_senders_into_consecutive_ports_of_one_flowgraph() {
         })
         .collect();
     let out = rx.wait_with_output().expect("usrp_rx ends");
-    assert!(out.status.success(), "usrp_rx: {:?}", out.status);
+    assert!(examples::ok_or_short(&out), "usrp_rx: {:?}", out.status);
     let v = last_json(&out.stdout);
     let ch = v["channels"].as_array().expect("channels");
     for (c, s) in sent.iter().enumerate() {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fsdr_net::io::sys::sched::thread_policy;
 use fsdr_net::prelude::*;
+use fsdr_net_io::sys::sched::thread_policy;
 use futuresdr::runtime::dev::prelude::*;
 
 /// Whether any FutureSDR worker thread (`smol-*`) of this process is in SCHED_BATCH now.

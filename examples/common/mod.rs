@@ -24,6 +24,31 @@ pub fn parse_f64(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses a rate (samples or ticks per second) written as `200e6` as well as `200000000`:
+/// a positive number (0, a negative one or NaN is clap's error, exit code 2).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?} must be a positive number"))
+    }
+}
+
+/// Parses an address as the builders take it: `host:port` with a host name
+/// (`localhost:49000`) or an IP address, resolved once to its first address
+/// (`fsdr_net::io::resolve`); a name that does not resolve is clap's error (exit code 2).
+pub fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    fsdr_net::io::resolve(s).map_err(|e| e.to_string())
+}
+
+/// Ends the process as clap does for a bad command line: `msg` with the usage, exit code 2.
+pub fn usage_error<P: clap::CommandFactory>(msg: impl std::fmt::Display) -> ! {
+    P::command()
+        .error(clap::error::ErrorKind::ArgumentConflict, msg)
+        .exit()
+}
+
 /// A duration of `s` seconds (0 for less; `Duration::MAX` beyond what a `Duration` holds, which
 /// the library then refuses with an error naming the setting).
 pub fn seconds(s: f64) -> std::time::Duration {
@@ -255,7 +280,7 @@ impl TuningArgs {
     pub fn place(&self) -> anyhow::Result<()> {
         check_cpus("--cpus", &self.cpus)?;
         if !self.cpus.is_empty() {
-            fsdr_net::io::sys::sched::set_thread_cpus(&self.cpus)
+            fsdr_net_io::sys::sched::set_thread_cpus(&self.cpus)
                 .map_err(|e| anyhow::anyhow!("--cpus {:?}: {e}", self.cpus))?;
         }
         Ok(())
@@ -389,9 +414,18 @@ impl XdpArgs {
     }
 }
 
+/// At least one: the channel count's parser.
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        Ok(_) => Err("at least 1".to_string()),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
+}
+
 /// An error naming `flag` and the CPU when `cpus` holds one this process may not use.
 pub fn check_cpus(flag: &str, cpus: &[usize]) -> anyhow::Result<()> {
-    let all = fsdr_net::io::sys::sched::allowed_cpus()
+    let all = fsdr_net_io::sys::sched::allowed_cpus()
         .map_err(|e| anyhow::anyhow!("the CPUs this process may use: {e}"))?;
     match cpus.iter().find(|c| !all.contains(c)) {
         Some(c) => anyhow::bail!("{flag}: CPU {c} is not one this process may use ({all:?})"),

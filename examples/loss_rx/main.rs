@@ -43,6 +43,7 @@ use fsdr_net::io::{Backend, Format};
 
 /// Receive one stream and report what was delivered and what it cost.
 #[derive(Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 #[command(version)]
 struct Args {
     /// flowgraph[-<backend>], flowgraph-fc32, flowgraph-inplace[-xdp], flowgraph-multi[-inplace],
@@ -50,7 +51,7 @@ struct Args {
     #[arg(long, default_value = "flowgraph-mio")]
     receiver: String,
     /// Address to bind.
-    #[arg(long, default_value = "127.0.0.1:0")]
+    #[arg(long, default_value = "127.0.0.1:0", value_parser = common::parse_addr)]
     bind: SocketAddr,
     /// Wire format of the stream.
     #[arg(long, default_value = "chdr")]
@@ -136,7 +137,7 @@ fn main() -> Result<()> {
     futuresdr::runtime::config::set("ctrlport_enable", false);
     // Every 100 ms is enough: the run ends after `--idle` seconds without a datagram, so a
     // thread that ends with it used next to nothing after its last sample.
-    let meter = fsdr_net::io::host::ThreadCpuMeter::start(Duration::from_millis(100))?;
+    let meter = fsdr_net_io::host::ThreadCpuMeter::start(Duration::from_millis(100))?;
     let (kind, backend) = match args.receiver.split_once('-') {
         Some(("flowgraph", "fc32")) => ("flowgraph-fc32", None),
         Some(("flowgraph", "inplace")) => ("flowgraph-inplace", None),
@@ -237,7 +238,7 @@ struct ThreadSplit {
 }
 
 impl ThreadSplit {
-    fn of(threads: &[fsdr_net::io::host::ThreadCpu], reader: &'static str) -> ThreadSplit {
+    fn of(threads: &[fsdr_net_io::host::ThreadCpu], reader: &'static str) -> ThreadSplit {
         let pid = std::process::id() as i32;
         let mut split = ThreadSplit {
             reader,

@@ -1,7 +1,10 @@
 //! Receives a USRP remote stream (UHD ≥ 4.4: `dest_addr`, `dest_port`, `stream_mode`) into a
 //! FutureSDR flowgraph `UdpSource → (sc16 → Complex<f32>) → sink` and says exactly what
 //! arrived and what was lost. Without `--listen` it starts the built-in USRP emulator on
-//! loopback (200 Msps, full_packet CHDR) in the same process.
+//! loopback (200 Msps, full_packet CHDR) in the same process. Its exit code says how a
+//! capture failed (docs/json.md): 1 samples lost, 2 a bad command line, 3 nothing arrived,
+//! 4 nothing in the format asked for, 5 a sender more than 1% short of the rate asked, 6
+//! the stream's end lost uncounted.
 //!
 //! ```text
 //! cargo run --release --example usrp_rx                       # emulator, 10 s, progress + summary
@@ -20,26 +23,32 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::Parser;
-use common::{ContextArgs, FaultArgs, Mode, SignalArg, format_for, parse_f64};
+use clap::{CommandFactory, FromArgMatches};
+use common::{
+    ContextArgs, FaultArgs, Mode, SignalArg, format_for, parse_addr, parse_f64, parse_rate,
+    usage_error,
+};
 use fsdr_net::io::StreamSelector;
 use fsdr_net::io::emulator::{Emulator, EmulatorConfig, EmulatorReport, Signal, channel_stream_id};
-use fsdr_net::io::host::{CpuTimes, Load, LoadMeter};
 use fsdr_net::io::{Backend, Format, WireFormat};
 use fsdr_net::{
     MultiSourceStats, MultiUdpSource, ProbeSink, RampCheck, RampSample, SigmfItem, SigmfSink,
     SourceStats, UdpSource, UdpSourceBuilder,
 };
+use fsdr_net_io::diagnosis::{Load, LoadMeter};
+use fsdr_net_io::host::CpuTimes;
 use futuresdr::blocks::FileSink;
 use futuresdr::runtime::Flowgraph;
 use futuresdr::runtime::macros::connect;
 use num_complex::{Complex, Complex32};
 
 /// Receive a USRP remote stream (or the built-in emulator) and account for every sample.
-#[derive(Parser, Debug)]
+#[derive(clap::Parser, Debug)]
+#[command(allow_negative_numbers = true)]
 struct Args {
-    /// Receive from a real device on this address instead of starting the emulator.
-    #[arg(long)]
+    /// Receive from a real device on this address (`HOST:PORT`, a name or an IP address)
+    /// instead of starting the emulator.
+    #[arg(long, value_parser = parse_addr)]
     listen: Option<SocketAddr>,
     /// Receive backend (default: the source's choice — in place over `recvmmsg`, converting
     /// sc16 to Complex<f32> where each payload lands; the `mio` engine where in place cannot
@@ -58,11 +67,15 @@ struct Args {
     /// Other formats: vrt or seq64 (overrides --mode).
     #[arg(long)]
     format: Option<Format>,
-    /// Sample rate (samples/s) of the emulator, and of the device for timestamps.
-    #[arg(long, default_value = "200e6", value_parser = parse_f64)]
+    /// Sample rate (samples/s) of the emulator, and of the device for timestamps. Given with
+    /// --listen, the rate asked of the device: a stream more than 1% slower fails (exit 5).
+    #[arg(long, default_value = "200e6", value_parser = parse_rate)]
     rate: f64,
+    /// Whether --rate was given on the command line.
+    #[arg(skip)]
+    rate_given: bool,
     /// Device tick rate (Hz).
-    #[arg(long, default_value = "200e6", value_parser = parse_f64)]
+    #[arg(long, default_value = "200e6", value_parser = parse_rate)]
     tick_rate: f64,
     /// Receive for this long (seconds).
     #[arg(long, default_value = "10", value_parser = parse_f64)]
@@ -105,7 +118,7 @@ struct Args {
     context: ContextArgs,
     /// Streams on the port, one output each: channel c (0-based, as --fault-channel) is VRT
     /// stream ID c or CHDR destination endpoint c; the emulator sends that many channels.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = common::parse_count)]
     channels: usize,
     /// With --channels: one `UdpSource` per channel in the flowgraph instead of one
     /// `MultiUdpSource`, channel c on its own port (the --listen port + c; without --listen,
@@ -204,7 +217,7 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
     src: UdpSource<T>,
     args: &Args,
     check: bool,
-    started: impl FnOnce(),
+    expected_samples: Option<u64>,
 ) -> Result<Outcome> {
     let stats = src.stats_handle();
     let backend = src.backend().map(|(b, _)| b);
@@ -224,14 +237,17 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
             } else {
                 "fsdr-net USRP emulator"
             };
-            let rec = SigmfSink::<T>::builder(path)
+            let format = format_for(args.mode, args.format);
+            let mut rec = SigmfSink::<T>::builder(path)
                 .sample_rate(args.rate)
                 .hw(hw)
-                .description(format!(
-                    "usrp_rx, {:?} stream",
-                    format_for(args.mode, args.format)
-                ))
-                .build()?;
+                .description(format!("usrp_rx, {format:?} stream"))
+                // A USRP (and the emulator) ends a CHDR stream with an end of burst.
+                .end_of_burst_ends(format == Format::Chdr);
+            if let Some(n) = expected_samples {
+                rec = rec.expected_samples(n);
+            }
+            let rec = rec.build()?;
             connect!(fg, src > rec);
         } else {
             let file = FileSink::<T>::new(path);
@@ -242,21 +258,15 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
     let cpu_before = CpuTimes::now();
     let load = LoadMeter::start();
     let running = args.tuning.runtime().start(fg)?;
-    started();
     let handle = running.handle();
     let done = Arc::new(AtomicBool::new(false));
     let stopper = {
         let handle = handle.clone();
         let done = done.clone();
-        // With the emulator the flowgraph ends by itself once the stream has drained; the
-        // timer is only a safety net there.
-        let duration = common::seconds(if args.listen.is_some() {
-            args.duration
-        } else {
-            args.duration + 10.0
-        });
+        let limit = args.duration;
+        let device = args.listen.is_some();
         std::thread::spawn(move || {
-            while start.elapsed() < duration && !done.load(Ordering::Relaxed) {
+            while !done.load(Ordering::Relaxed) && !sources::time_is_up(start, limit, device) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             let _ = futuresdr::futures::executor::block_on(handle.stop());
@@ -321,14 +331,24 @@ fn run_flowgraph<T: RampSample + SigmfItem>(
 fn main() -> Result<()> {
     common::init_logging();
     futuresdr::runtime::config::set("ctrlport_enable", false);
-    let args = Args::parse();
-    if args.channels == 0 {
-        anyhow::bail!("--channels must be at least 1");
+    let matches = Args::command().get_matches();
+    let mut args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    args.rate_given = matches.value_source("rate") == Some(clap::parser::ValueSource::CommandLine);
+    for (flag, cpus) in [
+        ("--emulator-cpus", &args.emulator_cpus),
+        ("--cpus", &args.tuning.cpus),
+    ] {
+        if let Err(e) = common::check_cpus(flag, cpus) {
+            usage_error::<Args>(e);
+        }
     }
-    common::check_cpus("--emulator-cpus", &args.emulator_cpus)?;
     args.tuning.place()?;
-    args.multicast
-        .check(args.listen, args.backend == Some(Backend::Xdp))?;
+    if let Err(e) = args
+        .multicast
+        .check(args.listen, args.backend == Some(Backend::Xdp))
+    {
+        usage_error::<Args>(format!("{e:#}"));
+    }
     let format = format_for(args.mode, args.format);
     let bind = args
         .listen
@@ -366,8 +386,8 @@ fn main() -> Result<()> {
 
     if args.source_per_channel {
         if args.channels < 2 || args.output.is_some() || args.probe.is_some() {
-            anyhow::bail!(
-                "--source-per-channel needs --channels 2 or more, without --output or --probe"
+            usage_error::<Args>(
+                "--source-per-channel needs --channels 2 or more, without --output or --probe",
             );
         }
         // Each emulator sends one channel; --fault-channel picks whose faults apply.
@@ -377,18 +397,18 @@ fn main() -> Result<()> {
         } else {
             sources::run::<Complex32>(&args, format, per_emulator, check)?
         };
-        let lost = summary::channels(
+        let failure = summary::channels(
             &args,
             &outcome,
             sent.as_ref().map(|s| &s.report),
             sent.as_ref().map(|s| &s.per_channel[..]),
         );
-        args.loss.exit_on_loss(lost, "samples were");
+        args.loss.exit_on(failure.as_ref(), "samples were");
         return Ok(());
     }
     if args.channels > 1 {
         if args.output.is_some() || args.probe.is_some() {
-            anyhow::bail!("--channels does not combine with --output or --probe");
+            usage_error::<Args>("--channels does not combine with --output or --probe");
         }
         let ids: Vec<StreamSelector> = (0..args.channels)
             .map(|c| StreamSelector::Id(channel_stream_id(format, c)))
@@ -418,23 +438,29 @@ fn main() -> Result<()> {
             let n = args.channels as u64;
             vec![(r.samples_sent + r.dropped_samples) / n; args.channels]
         });
-        let lost = summary::channels(&args, &per_channel, report.as_ref(), sent.as_deref());
-        args.loss.exit_on_loss(lost, "samples were");
+        let failure = summary::channels(&args, &per_channel, report.as_ref(), sent.as_deref());
+        args.loss.exit_on(failure.as_ref(), "samples were");
         return Ok(());
     }
 
+    // The stream's length, where known: the emulator's (paced, `--rate × --duration`), or
+    // the device's `--expect-samples`.
+    let expected_samples = match args.listen {
+        Some(_) => args.expect_samples,
+        None => emulator_config(bind.parse()?, 1).samples_to_send(),
+    };
     let outcome = if args.wire {
         let src = build(UdpSource::<Complex<i16>>::builder(&bind), &args, format).build()?;
         let dest = src.local_addr();
         eprintln!("listening on {dest}");
         start_emulator(dest)?;
-        run_flowgraph(src, &args, check, || {})?
+        run_flowgraph(src, &args, check, expected_samples)?
     } else {
         let src = build(UdpSource::<Complex32>::builder(&bind), &args, format).build()?;
         let dest = src.local_addr();
         eprintln!("listening on {dest}");
         start_emulator(dest)?;
-        run_flowgraph(src, &args, check, || {})?
+        run_flowgraph(src, &args, check, expected_samples)?
     };
     if let Some(stop) = emulator_stop {
         stop.store(true, Ordering::Relaxed);
@@ -443,8 +469,8 @@ fn main() -> Result<()> {
         Some(t) => Some(t.join().expect("emulator thread")?),
         None => None,
     };
-    let lost = summary::single(&args, format, &outcome, report.as_ref());
-    args.loss.exit_on_loss(lost, "samples were");
+    let failure = summary::single(&args, format, &outcome, report.as_ref());
+    args.loss.exit_on(failure.as_ref(), "samples were");
     Ok(())
 }
 
@@ -512,12 +538,12 @@ fn run_to_end(fg: Flowgraph, args: &Args) -> Result<Run> {
     let load = LoadMeter::start();
     let running = args.tuning.runtime().start(fg)?;
     let handle = running.handle();
-    let limit = args.duration + if args.listen.is_some() { 0.0 } else { 10.0 };
+    let (limit, device) = (args.duration, args.listen.is_some());
     let done = Arc::new(AtomicBool::new(false));
     let stopper = {
         let done = done.clone();
         std::thread::spawn(move || {
-            while start.elapsed().as_secs_f64() < limit && !done.load(Ordering::Relaxed) {
+            while !done.load(Ordering::Relaxed) && !sources::time_is_up(start, limit, device) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             let _ = futuresdr::futures::executor::block_on(handle.stop());

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -19,18 +19,47 @@ use futuresdr::runtime::macros::connect;
 
 use super::{Args, ChannelsOutcome, build, run_to_end};
 
+/// Emulators started and not yet done.
+static EMULATORS_RUNNING: AtomicUsize = AtomicUsize::new(0);
+
 /// Runs `emulator` on a thread of its own, on the `--emulator-cpus` when given.
 pub(super) fn spawn_emulator(
     emulator: Emulator,
     args: &Args,
 ) -> std::thread::JoinHandle<Result<EmulatorReport, fsdr_net::io::Error>> {
     let cpus = args.emulator_cpus.clone();
+    EMULATORS_RUNNING.fetch_add(1, Ordering::Relaxed);
     std::thread::spawn(move || {
-        if !cpus.is_empty() {
-            fsdr_net::io::sys::sched::set_thread_cpus(&cpus)?;
-        }
-        emulator.run()
+        let report = if cpus.is_empty() {
+            emulator.run()
+        } else {
+            fsdr_net_io::sys::sched::set_thread_cpus(&cpus)
+                .map_err(fsdr_net::io::Error::from)
+                .and_then(|()| emulator.run())
+        };
+        EMULATORS_RUNNING.fetch_sub(1, Ordering::Relaxed);
+        report
     })
+}
+
+/// Whether a run started at `start` is to be stopped: a device's (`device`) after
+/// `duration` seconds; with the emulators, whose stream ends the run by itself once it has
+/// drained, only as a safety net 10 s after the later of `duration` and their end (an
+/// emulator that cannot keep up takes longer than `duration` to send it).
+pub(super) fn time_is_up(start: std::time::Instant, duration: f64, device: bool) -> bool {
+    static LAST_SEEN_RUNNING: std::sync::Mutex<Option<std::time::Instant>> =
+        std::sync::Mutex::new(None);
+    let elapsed = start.elapsed().as_secs_f64();
+    if device {
+        return elapsed >= duration;
+    }
+    let mut seen = LAST_SEEN_RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    if EMULATORS_RUNNING.load(Ordering::Relaxed) > 0 {
+        *seen = Some(std::time::Instant::now());
+        return false;
+    }
+    let since_end = seen.map_or(elapsed, |t| t.elapsed().as_secs_f64());
+    elapsed >= duration + 10.0 && since_end >= 10.0
 }
 
 /// The address channel `c` listens on: the `--listen` port + c, or any free port on

@@ -1,11 +1,13 @@
 //! What `usrp_rx` prints at the end: the summary (text, or one JSON object whose fields are
 //! documented in docs/json.md and only ever added to), the sentences that say what happened
-//! to lost samples, and the number of samples lost, which decides the exit code.
+//! to lost samples, and how the capture failed, if it did, which decides the exit code.
 
 use fsdr_net::io::emulator::EmulatorReport;
-use fsdr_net::io::host::{Load, Machine};
 use fsdr_net::io::{Backend, Format};
+use fsdr_net_io::diagnosis::Load;
+use fsdr_net_io::host::Machine;
 
+use super::common::loss::{Capture, Failure, arrived, sentence};
 use super::{Args, ChannelsOutcome, Outcome};
 use fsdr_net::io::diagnosis::explain;
 
@@ -50,6 +52,44 @@ fn rates_told(args: &Args, clock_dropped: bool, rate: f64) -> Option<String> {
     })
 }
 
+/// The shortest stream whose span at the receiver tells its sender's rate to 1%: arrival
+/// times jitter by the receive thread's scheduling (a millisecond is 1% of 0.1 s).
+const RATE_SPAN: f64 = 1.0;
+
+/// The rate asked of the sender, where one was: the emulator's, or with `--listen` a
+/// `--rate` given on the command line (per channel).
+fn rate_asked(args: &Args, emu: Option<&EmulatorReport>) -> Option<f64> {
+    match emu {
+        Some(r) => Some(r.rate_asked),
+        None => args.rate_given.then_some(args.rate),
+    }
+}
+
+/// The rate the sender sent at: the emulator's own count, or with `--listen` the samples
+/// that arrived and those seen lost over the stream's span (`samples`, in `datagrams`),
+/// when it lasted [`RATE_SPAN`] or more.
+fn sender_rate(
+    emu: Option<&EmulatorReport>,
+    samples: u64,
+    datagrams: u64,
+    stream_seconds: f64,
+) -> Option<f64> {
+    match emu {
+        Some(r) => Some(r.rate),
+        None => (datagrams >= 2 && stream_seconds >= RATE_SPAN)
+            .then(|| stream_rate(samples, datagrams, stream_seconds)),
+    }
+}
+
+/// Who sent, in sentences.
+fn sender(args: &Args) -> &'static str {
+    if args.listen.is_some() {
+        "the sender"
+    } else {
+        "the built-in emulator"
+    }
+}
+
 fn print_load(load: Option<&Load>) {
     if let Some(l) = load {
         println!("{:<24} {l}", "machine CPU time");
@@ -62,13 +102,13 @@ fn print_explanation(words: &[String]) {
     }
 }
 
-/// Prints the summary of a one-stream run; returns the samples lost.
+/// Prints the summary of a one-stream run; returns how the capture failed, if it did.
 pub(super) fn single(
     args: &Args,
     format: Format,
     o: &Outcome,
     emu: Option<&EmulatorReport>,
-) -> u64 {
+) -> Option<Failure> {
     let s = &o.stats.engine;
     // What the source received with (as asked, or its own choice).
     let backend = o.backend.or(args.backend).unwrap_or(Backend::Mio);
@@ -99,12 +139,34 @@ pub(super) fn single(
     // can say how much of it.
     let ended = o.stats.stream.ended_with_end_of_burst();
     let went_quiet = args.listen.is_some() && o.seconds + 0.5 < args.duration;
-    if format == Format::Chdr && went_quiet && unseen.is_none() && ended != Some(true) {
+    let end_lost = format == Format::Chdr
+        && went_quiet
+        && unseen.is_none()
+        && ended != Some(true)
+        && received > 0;
+    if end_lost {
         words.push(
             "the stream went quiet without an end of burst: its last packets were lost, and \
              no sequence number can show how many (--expect-samples counts them)."
                 .to_string(),
         );
+    }
+    let asked = rate_asked(args, emu);
+    let sent_rate = asked.and_then(|a| {
+        Some((
+            sender_rate(emu, received + seen, s.delivered, stream_seconds)?,
+            a,
+        ))
+    });
+    let failure = args.loss.judge(&Capture {
+        arrived: arrived(s),
+        received,
+        lost,
+        end_lost,
+        rate: sent_rate,
+    });
+    if let Some(w) = failure.as_ref().and_then(|f| sentence(f, sender(args))) {
+        words.push(w);
     }
     if let Some(w) = rates_told(args, s.clock_dropped > 0, rate) {
         words.push(w);
@@ -152,9 +214,12 @@ pub(super) fn single(
             "explanation": words,
             "ended_with_eob": ended,
             "machine": Machine::detect(),
+            "rate_asked": asked,
+            "sender_rate_sps": sent_rate.map(|r| r.0),
+            "failure": failure.as_ref().map(Failure::name),
         });
         println!("{json}");
-        return lost;
+        return failure;
     }
     println!(
         "{:<24} {}",
@@ -185,6 +250,14 @@ pub(super) fn single(
         "receive rate",
         rate / 1e6
     );
+    if let Some((got, asked)) = sent_rate {
+        println!(
+            "{:<24} {:.2} Msps sent of {:.2} Msps asked",
+            "sender rate",
+            got / 1e6,
+            asked / 1e6
+        );
+    }
     println!("{:<24} {:.6} %", "success rate", success * 100.0);
     println!(
         "{:<24} {} packets, {} samples ({} zero-filled); {} samples lost in all",
@@ -218,17 +291,17 @@ pub(super) fn single(
     }
     print_load(o.load.as_ref());
     print_explanation(&words);
-    lost
+    failure
 }
 
-/// Prints the summary of a `--channels` run; returns the samples lost over every channel.
+/// Prints the summary of a `--channels` run; returns how the capture failed, if it did.
 /// `sent_per_channel`: the samples each channel's sender produced, when known.
 pub(super) fn channels(
     args: &Args,
     o: &ChannelsOutcome,
     emu: Option<&EmulatorReport>,
     sent_per_channel: Option<&[u64]>,
-) -> u64 {
+) -> Option<Failure> {
     // One figure for every channel when the channels were sent alike (one emulator).
     let sent =
         sent_per_channel.and_then(|v| v.first().copied().filter(|f| v.iter().all(|x| x == f)));
@@ -272,10 +345,28 @@ pub(super) fn channels(
         ));
     }
     let stream_seconds = e.stream_seconds();
-    let per_channel =
-        stream_rate(received, e.delivered, stream_seconds) / o.outputs.len().max(1) as f64;
+    let channels_n = o.outputs.len().max(1) as f64;
+    let per_channel = stream_rate(received, e.delivered, stream_seconds) / channels_n;
     if let Some(w) = rates_told(args, e.clock_dropped > 0, per_channel) {
         words.push(w.replacen("the stream arrived", "each channel arrived", 1));
+    }
+    // Per channel, as --rate is.
+    let seen_missed: u64 = o.stats.streams.iter().map(|s| s.stream.missed_items).sum();
+    let asked = rate_asked(args, emu);
+    let sent_rate = asked.and_then(|a| {
+        let got = sender_rate(emu, received + seen_missed, e.delivered, stream_seconds)?;
+        // The emulator's rate is per channel already.
+        Some((if emu.is_some() { got } else { got / channels_n }, a))
+    });
+    let failure = args.loss.judge(&Capture {
+        arrived: arrived(e),
+        received,
+        lost,
+        end_lost: false,
+        rate: sent_rate,
+    });
+    if let Some(w) = failure.as_ref().and_then(|f| sentence(f, sender(args))) {
+        words.push(w);
     }
     if args.json {
         let json = serde_json::json!({
@@ -298,14 +389,25 @@ pub(super) fn channels(
             "load": o.load,
             "explanation": words,
             "machine": Machine::detect(),
+            "rate_asked": asked,
+            "sender_rate_sps": sent_rate.map(|r| r.0),
+            "failure": failure.as_ref().map(Failure::name),
         });
         println!("{json}");
-        return lost;
+        return failure;
     }
     println!(
         "{:<24} {:.2} s ({:.2} s from the first datagram to the last)",
         "duration", o.seconds, stream_seconds
     );
+    if let Some((got, asked)) = sent_rate {
+        println!(
+            "{:<24} {:.2} Msps sent of {:.2} Msps asked (per channel)",
+            "sender rate",
+            got / 1e6,
+            asked / 1e6
+        );
+    }
     if let Some(sent) = sent {
         println!("{:<24} {sent}", "samples sent / channel");
     } else if let Some(v) = sent_per_channel {
@@ -321,5 +423,5 @@ pub(super) fn channels(
     println!("{:<24} {}", "overflows", e.overflow);
     print_load(o.load.as_ref());
     print_explanation(&words);
-    lost
+    failure
 }

@@ -16,8 +16,8 @@ fuzz_target!(|data: &[u8]| {
         && let Ok(again) = emit_context(&ctx, 0, ctx.sample_count)
         && let Ok(back) = parse_context(&again)
     {
-        // Every setting the packet carried survives (a DIFI standard context that lacks
-        // some comes back with the missing ones as zeros, as DIFI requires them present).
+        // Every setting the packet carried survives (a DIFI standard context that lacks a
+        // field DIFI requires is not emitted again: no zero stands in for it).
         assert_eq!(ctx.changes(Some(&back)), [], "{ctx:?} → {back:?}");
     }
 });

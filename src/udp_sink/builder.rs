@@ -32,7 +32,8 @@ pub struct UdpSinkBuilder<T> {
     stream_id: Option<u32>,
     uring: Option<bool>,
     batch_workers: bool,
-    context: Option<IfContext>,
+    /// The context to send, and whether as DIFI's standard context packets.
+    context: Option<(IfContext, bool)>,
     context_every: u64,
     difi_version: Option<VersionInfo>,
     _items: PhantomData<T>,
@@ -133,26 +134,75 @@ impl<T: Item> UdpSinkBuilder<T> {
         self.stream_id = Some(id);
         self
     }
-    /// VRT: send DIFI standard context packets stating `ctx` (the sample rate defaults to
-    /// the builder's [`sample_rate`](Self::sample_rate)); setting tags change it (see
-    /// [`UdpSink`]). Without it a VRT stream carries data packets only.
+    /// VRT: send DIFI standard context packets stating `ctx`; setting tags change it (see
+    /// [`UdpSink`]). Without it a VRT stream carries data packets only. DIFI requires every
+    /// field of its packet: each must be set in `ctx` (an error at build names those that
+    /// are not, [`IfContext::difi_missing`]) but three the sink states itself when `ctx`
+    /// does not: the sample rate (the builder's [`sample_rate`](Self::sample_rate)), the
+    /// payload format (the wire format's, `WireFormat::vita49_payload_format`) and the state
+    /// and event indicators (none valid: 0, their enable bits clear). A sender that does not
+    /// know a field sends VITA-49.2 context instead ([`vita49_context`](Self::vita49_context)).
     ///
-    /// ```no_run
+    /// ```
     /// use fsdr_net::UdpSink;
     /// use fsdr_net::io::Format;
     /// use fsdr_net::io::format::vrt::context::IfContext;
-    /// use num_complex::Complex;
+    /// use futuresdr::num_complex::Complex;
+    ///
+    /// let radio = IfContext {
+    ///     rf_ref_freq_hz: Some(2.4e9),
+    ///     bandwidth_hz: Some(8e6),
+    ///     gain_db: Some((20.0, 0.0)), // stage 1, stage 2
+    ///     reference_level_dbm: Some(-10.0),
+    ///     if_ref_freq_hz: Some(0.0), // baseband
+    ///     if_band_offset_hz: Some(0.0),
+    ///     reference_point_id: Some(0),
+    ///     timestamp_adjustment_fs: Some(0),
+    ///     timestamp_cal_time: Some(0),
+    ///     ..Default::default()
+    /// };
+    /// let sink = UdpSink::<Complex<f32>>::builder("127.0.0.1:49000")
+    ///     .format(Format::Vrt)
+    ///     .sample_rate(10e6)
+    ///     .timestamps(0, 1.0)
+    ///     .context(radio.clone())
+    ///     .context_every(1000)
+    ///     .build();
+    /// assert!(sink.is_ok());
+    /// // A field DIFI requires and nobody set is an error, not a zero on the wire.
+    /// let e = UdpSink::<Complex<f32>>::builder("127.0.0.1:49000")
+    ///     .format(Format::Vrt)
+    ///     .sample_rate(10e6)
+    ///     .context(IfContext { gain_db: None, ..radio })
+    ///     .build()
+    ///     .err()
+    ///     .unwrap();
+    /// assert!(e.to_string().contains("gain_db"), "{e}");
+    /// ```
+    pub fn context(mut self, ctx: IfContext) -> Self {
+        self.context = Some((ctx, true));
+        self
+    }
+    /// VRT: send VITA-49.2 IF context packets (no DIFI class ID) stating the fields `ctx`
+    /// sets and no others — a field not set is not in the packet (its CIF0 bit clear), so a
+    /// receiver tags nothing for it; setting tags change it as with
+    /// [`context`](Self::context) (the sample rate defaults to the builder's).
+    ///
+    /// ```
+    /// use fsdr_net::UdpSink;
+    /// use fsdr_net::io::Format;
+    /// use fsdr_net::io::format::vrt::context::IfContext;
+    /// use futuresdr::num_complex::Complex;
     ///
     /// let sink = UdpSink::<Complex<f32>>::builder("127.0.0.1:49000")
     ///     .format(Format::Vrt)
-    ///     .timestamps(0, 1.0)
-    ///     .context(IfContext { rf_ref_freq_hz: Some(2.4e9), ..Default::default() })
-    ///     .context_every(1000)
-    ///     .build()
-    ///     .unwrap();
+    ///     .sample_rate(1e6)
+    ///     .vita49_context(IfContext { rf_ref_freq_hz: Some(2.4e9), ..Default::default() })
+    ///     .build();
+    /// assert!(sink.is_ok());
     /// ```
-    pub fn context(mut self, ctx: IfContext) -> Self {
-        self.context = Some(ctx);
+    pub fn vita49_context(mut self, ctx: IfContext) -> Self {
+        self.context = Some((ctx, false));
         self
     }
     /// VRT with [`context`](Self::context): repeat the context every `n` data packets, as
@@ -231,15 +281,39 @@ impl<T: Item> UdpSinkBuilder<T> {
                 self.format
             )));
         }
-        let context = self.context.clone().map(|mut ctx| {
-            ctx.sample_rate_sps = ctx.sample_rate_sps.or(self.sample_rate);
-            let mut c =
-                ContextSender::new(ctx, self.stream_id.unwrap_or(0)).every(self.context_every);
-            if let Some(v) = self.difi_version {
-                c = c.version(v);
+        if self.difi_version.is_some() && matches!(self.context, Some((_, false))) {
+            return Err(Error::config(
+                "difi_version goes with DIFI's context (context), not vita49_context",
+            ));
+        }
+        let context = match self.context.clone() {
+            None => None,
+            Some((mut ctx, difi)) => {
+                let id = self.stream_id.unwrap_or(0);
+                ctx.sample_rate_sps = ctx.sample_rate_sps.or(self.sample_rate);
+                let mut c = if difi {
+                    ctx.payload_format = ctx.payload_format.or(wire.vita49_payload_format());
+                    ctx.state_indicators = ctx.state_indicators.or(Some(0));
+                    let missing = ctx.difi_missing();
+                    if !missing.is_empty() {
+                        return Err(Error::config(format!(
+                            "context: DIFI standard context packets state every field DIFI \
+                             requires; not set: {} (set them in the IfContext, or send \
+                             VITA-49.2 context with only the fields set: vita49_context)",
+                            missing.join(", ")
+                        )));
+                    }
+                    ContextSender::new(ctx, id)
+                } else {
+                    ContextSender::vita49(ctx, id)
+                };
+                c = c.every(self.context_every);
+                if let Some(v) = self.difi_version {
+                    c = c.version(v);
+                }
+                Some(c)
             }
-            c
-        });
+        };
         let mut framer = Framer::new(self.format);
         if let Some((start, tpi)) = self.timestamps {
             framer = framer.timestamps(start, tpi);
@@ -313,6 +387,7 @@ impl<T: Item> UdpSinkBuilder<T> {
                 encoder,
                 payload_items,
                 pad_bytes: 0,
+                clipped: 0,
             },
             staging: vec![0u8; datagram * self.batch],
             batch: self.batch,
@@ -323,6 +398,7 @@ impl<T: Item> UdpSinkBuilder<T> {
             eob_flag: matches!(self.format, Format::Chdr | Format::Vrt),
             open_burst: false,
             warned_time: false,
+            warned_clipped: false,
             context,
         })
     }

@@ -14,9 +14,13 @@ pub const TAG_TX_SOB: &str = "tx_sob";
 /// end-of-burst flag (CHDR's EOB).
 pub const TAG_TX_EOB: &str = "tx_eob";
 /// Tag on the item a device time belongs to (UHD's name): a datagram starts there with that
-/// timestamp, and later ones continue from it. `Tag::NamedUsize(TAG_TX_TIME, ticks)` in the
-/// device's ticks, or `Tag::NamedAny(TAG_TX_TIME, Box<RxTime>)` (its `ticks`), so that the
-/// `rx_time` of a received stream can be passed on.
+/// timestamp, and later ones continue from it: `Tag::NamedUsize(TAG_TX_TIME.to_string(),
+/// ticks)` in the device's ticks, or `Tag::NamedAny(TAG_TX_TIME.to_string(),
+/// Box::new(rx_time))` (an [`RxTime`]'s `ticks`), so that the `rx_time` of a received stream
+/// can be passed on (`Tag` is [`crate::Tag`]). Only with the sink's
+/// [`timestamps`](crate::UdpSinkBuilder::timestamps) (CHDR, VRT) or VRT's
+/// [`utc_timestamps`](crate::UdpSinkBuilder::utc_timestamps); otherwise the tag is ignored,
+/// with one warning. The crate's documentation has the table of every tag.
 pub const TAG_TX_TIME: &str = "tx_time";
 
 /// What the tags say about the items in front of the sink: the part to send before the next

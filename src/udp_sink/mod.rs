@@ -32,7 +32,9 @@ enum Out {
 /// `sc16_chdr`, VRT `sc16_item32_be`) unless another wire format is chosen. When the input
 /// ends, the remaining items go out in a last, shorter datagram; VRT payloads that do not
 /// fill a 32-bit word are padded (announced in the class ID's pad bit count, counted in
-/// [`SendStats::pad_bytes`]).
+/// [`SendStats::pad_bytes`]). `Complex<f32>` components beyond the wire format's full scale
+/// (±1 for sc16) are saturated as UHD's converter does, and counted ([`UdpSink::clipped`],
+/// [`SendStats::clipped`]; the first is a warning in the log).
 ///
 /// Tags make bursts, with UHD's names: [`TAG_TX_SOB`] on a burst's first item,
 /// [`TAG_TX_EOB`] on its last, [`TAG_TX_TIME`] on the item a device time belongs to. A
@@ -95,6 +97,8 @@ pub struct UdpSink<T: Item> {
     open_burst: bool,
     /// A `tx_time` tag on a stream without timestamps was reported.
     warned_time: bool,
+    /// Clipped items were reported.
+    warned_clipped: bool,
     /// VRT context (and DIFI version) packets beside the data.
     context: Option<ContextSender>,
 }
@@ -105,6 +109,8 @@ struct Framing<T> {
     encoder: Encoder<T>,
     payload_items: usize,
     pad_bytes: u64,
+    /// Items clipped at the wire format's full scale.
+    clipped: u64,
 }
 
 impl<T: Item> Framing<T> {
@@ -141,10 +147,11 @@ impl<T: Item> Framing<T> {
                 self.framer.frame(dg, count as u64, pad)
             }
             .map_err(|e| anyhow::anyhow!("framing a datagram: {e}"))?;
-            self.encoder.encode(
+            let (_, clipped) = self.encoder.encode_counting(
                 &items[k * per..k * per + count],
                 &mut dg[header..header + payload],
             );
+            self.clipped += clipped;
             self.pad_bytes += pad as u64;
             bytes += len;
             sent_items += count;
@@ -247,7 +254,15 @@ impl<T: Item> UdpSink<T> {
             Out::Uring(None, last) => *last,
         };
         s.pad_bytes = self.framing.pad_bytes;
+        s.clipped = self.framing.clipped;
         s
+    }
+
+    /// Items clipped so far at the wire format's full scale: `Complex<f32>` components the
+    /// encoding saturated (beyond ±1 by more than half a step in sc16; see
+    /// [`Encoder::encode_counting`]). The first clipped item is also a warning in the log.
+    pub fn clipped(&self) -> u64 {
+        self.framing.clipped
     }
 }
 
@@ -347,9 +362,23 @@ impl<T: Item> Kernel for UdpSink<T> {
         };
         // The framer moves on only when the datagrams really go: keep it to roll back.
         #[cfg(feature = "uring")]
-        let before = (self.framing.framer.clone(), self.framing.pad_bytes);
+        let before = (
+            self.framing.framer.clone(),
+            self.framing.pad_bytes,
+            self.framing.clipped,
+        );
         let (bytes, sent_items, segment) =
             self.framing.frame(items, n_dg, last, eob, &mut target)?;
+        if self.framing.clipped > 0 && !self.warned_clipped {
+            self.warned_clipped = true;
+            tracing::warn!(
+                "UdpSink: {} items clipped at {}'s full scale (a component beyond ±1 of \
+                 Complex<f32>); scale the signal down. Counted in UdpSink::clipped (this \
+                 warning is the only one)",
+                self.framing.clipped,
+                self.framing.encoder.wire()
+            );
+        }
         self.open_burst = !eob;
         let sent = match &mut self.out {
             Out::Mmsg(sender) => {
@@ -364,7 +393,11 @@ impl<T: Item> Kernel for UdpSink<T> {
                     Ok(()) => Ok(()),
                     Err(Submit::Full(_)) => {
                         // The io_uring thread is behind: keep the items, wait for it.
-                        (self.framing.framer, self.framing.pad_bytes) = before;
+                        (
+                            self.framing.framer,
+                            self.framing.pad_bytes,
+                            self.framing.clipped,
+                        ) = before;
                         io.block_on(u.notifier().notified());
                         return Ok(());
                     }

@@ -19,6 +19,7 @@ const EXAMPLES: &[&str] = &[
     "latency",
     "embed",
     "turnaround",
+    "tx_tags",
 ];
 
 /// The path of an example's binary, after building every example the tests run once.
@@ -38,10 +39,14 @@ pub fn example(name: &str) -> PathBuf {
         assert!(status.success(), "building the examples");
     });
     assert!(EXAMPLES.contains(&name), "{name} is not in EXAMPLES");
-    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    p.push("target/debug/examples");
-    p.push(name);
-    p
+    // Beside this test's binary (target/debug/deps/NAME-HASH), whatever the target
+    // directory (`CARGO_TARGET_DIR`).
+    let test = std::env::current_exe().expect("the test's path");
+    let profile = test
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps");
+    profile.join("examples").join(name)
 }
 
 /// A UDP port that was free a moment ago.
@@ -76,6 +81,20 @@ pub fn wait_until_listening(rx: &mut std::process::Child) {
         .expect("the example binds its socket");
 }
 
+/// Whether a receiving example succeeded, or failed only because its sender could not keep
+/// up with the rate asked (exit code 5, `failure` `short_sender`): an in-process emulator
+/// on a busy machine, a debug build at a high rate. Tests of anything but the rate take it
+/// as a success (a sender's speed is the machine's, not the behaviour under test).
+pub fn ok_or_short(out: &std::process::Output) -> bool {
+    let short = || {
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines().last().is_some_and(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|j| j["failure"] == "short_sender")
+        })
+    };
+    out.status.success() || (out.status.code() == Some(5) && short())
+}
+
 /// The JSON object on the last line of an example's stdout.
 pub fn last_json(stdout: &[u8]) -> Value {
     let text = String::from_utf8_lossy(stdout);
@@ -85,7 +104,7 @@ pub fn last_json(stdout: &[u8]) -> Value {
 
 /// Runs the turnaround example (with `extra` flags) against the turnaround probe for a short,
 /// slow stream; returns what the probe measured and the example's output.
-pub fn turnaround(extra: &[&str]) -> (fsdr_net::io::turnaround::ProbeReport, std::process::Output) {
+pub fn turnaround(extra: &[&str]) -> (fsdr_net_io::turnaround::ProbeReport, std::process::Output) {
     let listen = format!("127.0.0.1:{}", free_port());
     let back = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(example("turnaround"))
@@ -100,7 +119,7 @@ pub fn turnaround(extra: &[&str]) -> (fsdr_net::io::turnaround::ProbeReport, std
         .expect("turnaround starts");
     wait_until_listening(&mut child);
     let report =
-        fsdr_net::io::turnaround::Probe::new(listen.parse().unwrap(), back.parse().unwrap())
+        fsdr_net_io::turnaround::Probe::new(listen.parse().unwrap(), back.parse().unwrap())
             .rate(2e6)
             .samples_per_packet(1000)
             .duration(std::time::Duration::from_millis(300))
@@ -138,8 +157,12 @@ pub fn run_pair_with(
         String::from_utf8_lossy(&sim.stderr)
     );
     let rx = rx.wait_with_output().expect("usrp_rx ends");
-    assert!(rx.status.success(), "usrp_rx failed");
-    (last_json(&rx.stdout), last_json(&sim.stdout))
+    let json = last_json(&rx.stdout);
+    // A sender slower than a --rate given fails as such (exit code 5), which some of the
+    // pairs arrange on purpose (a device told another rate, an emulator at a rate a debug
+    // build cannot send); nothing else fails.
+    assert!(ok_or_short(&rx), "usrp_rx failed: {json}");
+    (json, last_json(&sim.stdout))
 }
 
 /// A number of `usrp_rx`'s (or `usrp_sim`'s) JSON: a summary field, or one of the counters

@@ -32,7 +32,7 @@ pub const MIRI_IN_TEST: &[&str] = &[
     "depacketizer::",
 ];
 
-fn nightly() -> Command {
+pub fn nightly() -> Command {
     let mut c = Command::new("cargo");
     c.arg("+nightly");
     // The stable toolchain's cargo sets these for the xtask itself; the nightly must not
@@ -109,7 +109,10 @@ pub fn asan() -> Result<()> {
         "asan",
         nightly()
             .env("CARGO_TARGET_DIR", "target/asan")
-            .env("RUSTFLAGS", "-Zsanitizer=address -Cdebug-assertions=on")
+            .env(
+                "RUSTFLAGS",
+                "-Zsanitizer=address -Cdebug-assertions=on --cfg asan",
+            )
             .env("RUSTDOCFLAGS", "-Zsanitizer=address")
             .env("ASAN_OPTIONS", "detect_leaks=0")
             .env_remove("PROPTEST_CASES")

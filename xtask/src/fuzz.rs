@@ -95,6 +95,15 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
             let difi = IfContext {
                 class_id: Some((DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS)),
                 changed: true,
+                reference_point_id: Some(0),
+                bandwidth_hz: Some(8e6),
+                if_ref_freq_hz: Some(0.0),
+                if_band_offset_hz: Some(0.0),
+                reference_level_dbm: Some(0.0),
+                timestamp_adjustment_fs: Some(0),
+                timestamp_cal_time: Some(0),
+                state_indicators: Some(0),
+                payload_format: Some(0xA000_03CF_0000_0000),
                 ..plain.clone()
             };
             out.extend(emit_context(&plain, 1, None).ok());

@@ -196,15 +196,23 @@ pub fn run(args: LatencyArgs) -> Result<()> {
     let host = monitor.finish();
     let result = result?;
     let discarded = session.stop()?;
-    if !result.status.success() {
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    let run = crate::last_json(&stdout);
+    // usrp_rx's emulator kept from its rate by this machine (exit code 5, a short sender)
+    // still gives a trace to read; the summary below says the rate it got.
+    let short = result.status.code() == Some(5)
+        && run.as_ref().is_ok_and(|r| r["failure"] == "short_sender");
+    if !result.status.success() && !short {
         bail!(
             "{example} failed ({}): {}",
             result.status,
             String::from_utf8_lossy(&result.stderr)
         );
     }
-    let stdout = String::from_utf8_lossy(&result.stdout);
-    let run = crate::last_json(&stdout).context("the traced program's result")?;
+    if short {
+        eprintln!("xtask: the emulator could not keep up with the rate asked (see its report)");
+    }
+    let run = run.context("the traced program's result")?;
     let tag = if args.usrp {
         format!("usrp-g{}", args.granularity)
     } else {

@@ -28,9 +28,12 @@
 //! * `cargo xtask miri [--all]`: the unit tests that make no system call under Miri (the
 //!   nightly toolchain); `--all` the whole scope, else what `cargo xtask test` runs.
 //! * `cargo xtask asan`: fsdr-net-io's tests built with AddressSanitizer (nightly).
+//! * `cargo xtask api [--bless]`: the public API of fsdr-net-io and fsdr-net, one line per
+//!   item, against `api/*.txt` (`cargo xtask test` compares them).
 //! * `cargo xtask shape`: files over 600 lines without a reason, and import circles between
 //!   modules (`cargo xtask test` checks both).
 
+mod api;
 mod checks;
 mod fuzz;
 mod host;
@@ -112,6 +115,13 @@ enum Task {
     },
     /// fsdr-net-io's tests under AddressSanitizer (nightly toolchain).
     Asan,
+    /// The public API of fsdr-net-io and fsdr-net against the snapshots in api/ (nightly
+    /// toolchain for rustdoc's JSON).
+    Api {
+        /// Write the snapshots instead of comparing.
+        #[arg(long)]
+        bless: bool,
+    },
     /// The code's shape: files over 600 lines without a reason, import circles.
     Shape,
     /// Stream with injected faults for M minutes and check exact accounting and flat memory.
@@ -179,6 +189,7 @@ fn main() -> Result<()> {
             checks::MIRI_IN_TEST
         }),
         Task::Asan => checks::asan(),
+        Task::Api { bless } => api::check(bless),
         Task::Shape => shape::check(),
     }
 }
@@ -394,6 +405,12 @@ fn test_steps(no_install: bool, loom: bool, rest: &[String]) -> Result<()> {
             "--workspace",
         ]),
     )?;
+    // The public surface against its snapshot (rustdoc's JSON needs the nightly toolchain).
+    if checks::nightly_available() {
+        api::check(false)?;
+    } else {
+        eprintln!("xtask: no nightly toolchain here: the public API is not compared");
+    }
     if loom {
         loom_models()?;
     }

@@ -14,13 +14,18 @@
 //! | [`send`] | batched, GSO-capable, paced sending; framing; io_uring sender |
 //! | [`emulator`] | a USRP in remote-streaming mode, with fault injection |
 //! | [`stats`] | the counters, declared once |
-//! | [`host`] | what the host did to a measurement: steal time, wake-up lateness, CPU per thread |
 //! | [`cpu_latency`] | a CPU wake-up latency request (`/dev/cpu_dma_latency`) held while a receiver runs |
-//! | [`sys`] | every syscall, one module per concern |
-//! | [`netns`] | two network namespaces joined by a veth pair, for tests that need a real link |
+//! | [`diagnosis`] | a receiver's counters and the machine's load in sentences |
 //!
-//! Cargo feature `uring` (default): the io_uring backends and sender; without it neither
-//! io-uring nor tokio-uring is built.
+//! Cargo features:
+//! - `uring` (default): the io_uring backends and sender; without it neither io-uring nor
+//!   tokio-uring is built.
+//! - `testbed`: what this project's own tests, benches, fuzz targets and measurement tools
+//!   use, not an API to build on: `sys` (every system call), `netns` (network namespaces
+//!   joined by a veth pair), `host` (steal time, wake-up lateness, CPU per thread, the
+//!   machine), `turnaround` (the turnaround probe and the bare forwarding loop) and `lent`
+//!   (hooks that inject a panic where memory is lent to the kernel). Without it they are
+//!   private or absent.
 //!
 //! ```
 //! use std::time::Duration;
@@ -54,9 +59,7 @@ pub mod emulator;
 pub mod engine;
 mod error;
 pub mod format;
-pub mod host;
 pub mod inplace;
-pub mod netns;
 mod notify;
 pub mod sample;
 mod select;
@@ -64,14 +67,30 @@ pub mod send;
 pub mod seq;
 pub mod socket;
 pub mod stats;
-pub mod sys;
 #[cfg(test)]
 mod testing;
+
+// The test bed (cargo feature `testbed`): public with it, private or absent without.
+#[cfg(feature = "testbed")]
+pub mod host;
+#[cfg(feature = "testbed")]
+pub mod lent;
+#[cfg(not(feature = "testbed"))]
+#[allow(dead_code)]
+mod lent;
+#[cfg(any(test, feature = "testbed"))]
+pub mod netns;
+#[cfg(feature = "testbed")]
+pub mod sys;
+#[cfg(not(feature = "testbed"))]
+#[allow(dead_code, unused_imports)]
+mod sys;
+#[cfg(feature = "testbed")]
 pub mod turnaround;
 
 pub use engine::{
     Arrival, Backend, Capabilities, Clocks, Coalesce, Datagram, DatagramMeta, Engine, EngineConfig,
-    Gap, Overload, StatsHandle, StreamKey, ThreadOptions, XdpConfig, XdpMode,
+    Gap, Overload, StatsHandle, StreamKey, ThreadOptions, XdpConfig, XdpMode, XskBind,
 };
 pub use error::{Error, resolve};
 pub use format::{DataHeader, Format, FormatError, PacketClass, PacketInfo, Timestamp};

@@ -225,3 +225,49 @@ fn io_uring_backends_detect_truncation_and_reject_sources() {
         );
     }
 }
+
+/// More `uring` receives in flight than slots (`uring_depth` 1024, 64 slots): a receive with
+/// no slot waits for one instead of receiving into its overflow buffer while the consumer
+/// keeps up, so with the pause policy every datagram is delivered. (Tasks that each woke on a
+/// timer of their own kept tokio-uring from parking, which is when it submits: the engine
+/// delivered nothing until it stopped, and then counted every datagram as `overflow`.)
+#[test]
+fn uring_depth_beyond_the_slots_delivers_every_datagram() {
+    for overload in [fsdr_net_io::Overload::Pause, fsdr_net_io::Overload::Discard] {
+        let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.backend = Backend::Uring;
+        cfg.format = Format::Seq64;
+        cfg.slots = 64;
+        cfg.uring_depth = 1024;
+        cfg.overload = overload;
+        cfg.reorder_window = 16;
+        let mut engine = Engine::start(cfg).unwrap();
+        let to = engine.local_addr();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (mut got, mut seqs) = (0u64, Vec::new());
+        let sent = 3_000u64;
+        for seq in 1..=sent {
+            let mut dg = seq.to_le_bytes().to_vec();
+            dg.resize(1_000, seq as u8);
+            tx.send_to(&dg, to).unwrap();
+            if seq % 10 == 0 {
+                // The consumer keeps up: at most ten datagrams wait for it.
+                let until = Instant::now() + Duration::from_secs(5);
+                while got < seq && Instant::now() < until {
+                    if let Some(d) = engine.recv_timeout(Duration::from_millis(1)) {
+                        seqs.push(d.info().seq.unwrap());
+                        got += 1;
+                    }
+                }
+            }
+        }
+        let stats = engine.shutdown();
+        assert_eq!(got, sent, "{overload:?}: {stats}");
+        assert_eq!(seqs, (1..=sent).collect::<Vec<_>>(), "{overload:?}");
+        assert_eq!(
+            (stats.overflow, stats.missed),
+            (0, 0),
+            "{overload:?}: {stats}"
+        );
+    }
+}

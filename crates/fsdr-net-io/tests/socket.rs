@@ -157,8 +157,10 @@ fn wildcard_bind_logs_the_exposed_interfaces() {
 
 #[test]
 fn forced_recv_buffer_when_privileged() {
+    // Above net.core.rmem_max whatever it is on this machine, so only the force can grant it.
+    let rmem_max = fsdr_net_io::socket::rmem_max().expect("rmem_max readable");
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
-    cfg.socket.recv_buffer = 25_000_000;
+    cfg.socket.recv_buffer = (rmem_max + 1).max(25_000_000);
     let engine = Engine::start(cfg).unwrap();
     let b = engine.recv_buffer();
     // SAFETY: geteuid has no preconditions.

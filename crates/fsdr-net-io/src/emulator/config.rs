@@ -84,9 +84,10 @@ pub struct EmulatorConfig {
     pub tick_rate: f64,
     /// Timestamp of the first sample, in ticks.
     pub start_ticks: u64,
-    /// Stop after this many samples.
+    /// Stop after this many samples (per channel).
     pub samples: Option<u64>,
-    /// Stop after this long.
+    /// Stop after this long: paced, after `rate × duration` samples (per channel), the
+    /// stream's length whatever the machine; unpaced, after this long on the wall clock.
     pub duration: Option<Duration>,
     /// The signal.
     pub signal: Signal,
@@ -125,7 +126,10 @@ pub struct EmulatorConfig {
 /// The IF context packets a VRT emulator sends: before the first data packet, every `every`
 /// data packets after it, and at a retune. Each states the sample rate, RF frequency,
 /// bandwidth (80% of the rate) and gain; timestamped with the sample count of the next
-/// data packet, in a packet count of their own.
+/// data packet, in a packet count of their own. DIFI's packets also state the emulated
+/// radio's other fields: reference point 0, IF reference frequency and band offset 0 Hz
+/// (baseband), reference level 0 dBm, no timestamp adjustment, calibration time 0, no state
+/// or event indicator valid, and its wire format's payload format.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ContextPlan {
     /// Data packets between context packets (0: only the first and the retune).
@@ -229,6 +233,31 @@ impl EmulatorConfig {
     /// Whether packets carry timestamps (CHDR and VRT).
     pub fn timestamps(&self) -> bool {
         matches!(self.format, Format::Chdr | Format::Vrt)
+    }
+
+    /// Samples per channel the stream holds, when bounded: `samples`, and paced the
+    /// `rate × duration` (rounded) a radio produces in `duration`, whichever is fewer.
+    ///
+    /// ```
+    /// use fsdr_net_io::Format;
+    /// use fsdr_net_io::emulator::EmulatorConfig;
+    /// let mut c = EmulatorConfig::new("127.0.0.1:9".parse().unwrap(), Format::Chdr);
+    /// c.rate = 491.52e6;
+    /// c.duration = Some(std::time::Duration::from_secs(1));
+    /// assert_eq!(c.samples_to_send(), Some(491_520_000));
+    /// c.samples = Some(1000);
+    /// assert_eq!(c.samples_to_send(), Some(1000));
+    /// ```
+    pub fn samples_to_send(&self) -> Option<u64> {
+        // `as` saturates: a duration beyond reason is "until `samples`".
+        let by_time = self
+            .duration
+            .filter(|_| !self.unpaced)
+            .map(|d| (self.rate * d.as_secs_f64()).round() as u64);
+        match (self.samples, by_time) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Samples per packet in force.

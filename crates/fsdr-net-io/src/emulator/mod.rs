@@ -1,9 +1,15 @@
 //! A USRP in UHD remote-streaming mode, in software: sc16 samples at a sample rate, in
 //! `raw_payload` (no header) or `full_packet` (CHDR with sequence numbers and timestamps)
-//! mode, or as VRT/DIFI or GNU Radio seq64 packets, paced against the wall clock, with fault
-//! injection (drops, reorders, duplicates, a restart) at exact, known places. In CHDR the
-//! stream's last packet carries the end-of-burst flag, as a USRP's does when it stops
-//! streaming (a stop, the end of `duration` or of `samples`).
+//! mode, or as VRT/DIFI or GNU Radio seq64 packets, with fault injection (drops, reorders,
+//! duplicates, a restart) at exact, known places. In CHDR the stream's last packet carries
+//! the end-of-burst flag, as a USRP's does when it stops streaming (a stop, the end of
+//! `duration` or of `samples`).
+//!
+//! Paced, it sends its rate exactly, as a radio does: a packet goes out once its last sample
+//! exists on the emulator's clock ([`SampleClock`]), so a stream of
+//! `duration` is `rate × duration` samples and never arrives faster than `rate`. A machine
+//! that cannot keep up makes it late, not short of samples: it warns, and its report says
+//! the rate it got ([`EmulatorReport::rate`], [`EmulatorReport::kept_up`]).
 //!
 //! ```
 //! use fsdr_net_io::emulator::{Emulator, EmulatorConfig, Signal};
@@ -30,7 +36,7 @@ use serde::Serialize;
 use crate::Error;
 use crate::format::Format;
 use crate::sample::Encoder;
-use crate::send::{Framer, Pacer, Sender, SenderConfig};
+use crate::send::{Framer, SampleClock, Sender, SenderConfig};
 use num_complex::Complex;
 
 /// Largest datagram a USRP sends on 10 GbE with a standard UHD configuration.
@@ -70,7 +76,21 @@ pub struct EmulatorReport {
     pub spp: usize,
     /// Context packets sent.
     pub context_sent: u64,
+    /// The rate asked, samples per second per channel ([`EmulatorConfig::rate`]).
+    pub rate_asked: f64,
+    /// Whether it sent at the rate asked: `rate` within 0.1% of `rate_asked` (paced), or
+    /// unpaced (no rate to keep up with).
+    pub kept_up: bool,
+    /// Paced: the most a send went out behind its samples' time on the emulator's clock
+    /// (seconds; 0 when it always had to wait for them).
+    pub behind_seconds: f64,
 }
+
+/// The share of the rate asked below which a paced emulator did not keep up.
+pub const KEPT_UP: f64 = 0.999;
+
+/// A paced emulator behind its clock by more than this says so (once) while it runs.
+const BEHIND_WARNING: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The emulator: owns its socket; [`Emulator::run`] streams until done or stopped.
 pub struct Emulator {
@@ -126,6 +146,16 @@ impl Emulator {
                      sample) within UDP's 65507 bytes"
                 )));
             }
+        }
+        if cfg.format == Format::Vrt
+            && cfg.context.is_some_and(|p| p.difi)
+            && cfg.wire.vita49_payload_format().is_none()
+        {
+            return Err(Error::config(format!(
+                "DIFI context packets state the data's payload format, which VITA-49 cannot \
+                 describe for {} (little-endian): use sc16_item32_be",
+                cfg.wire
+            )));
         }
         let encoder = Encoder::<Complex<i16>>::new(cfg.wire)
             .ok()
@@ -256,18 +286,19 @@ impl Emulator {
         // receiving kernel until its socket is chosen, so one that mixed channels would reach
         // the socket of its first datagram's stream (SO_REUSEPORT steering by stream ID).
         let mut bufs = vec![vec![0u8; full * (2 * BATCH + 2)]; channels];
-        let mut pacer = (!cfg.unpaced).then(|| {
-            let bytes_per_s = cfg.rate / spp as f64 * full as f64 * channels as f64;
-            Pacer::new(bytes_per_s, full * channels * 4.max(per_call))
-        });
+        // Samples per channel to send: paced, `duration` is the rate's worth of samples.
+        let total = cfg.samples_to_send();
         let mut r = EmulatorReport {
             spp,
+            rate_asked: cfg.rate,
             ..Default::default()
         };
         let f = cfg.faults;
         let faulty = |c: usize| f.channel.is_none_or(|x| x == c);
         let every = |n: Option<u64>, k: u64| n.is_some_and(|n| n > 0 && k.is_multiple_of(n));
         let start = Instant::now();
+        let mut clock = (!cfg.unpaced).then(|| SampleClock::new(cfg.rate));
+        let mut warned = false;
         let mut packet = 0u64; // packets the device produced (sent or dropped)
         let mut sample = 0u64;
         // A packet held back to go after its successor, and its channel.
@@ -306,6 +337,15 @@ impl Emulator {
                         rf_ref_freq_hz: Some(freq),
                         bandwidth_hz: Some(0.8 * rate),
                         gain_db: Some((p.gain_db, 0.0)),
+                        // The emulated radio's other settings, which DIFI asks it to state.
+                        reference_point_id: Some(0),
+                        if_ref_freq_hz: Some(0.0),
+                        if_band_offset_hz: Some(0.0),
+                        reference_level_dbm: Some(0.0),
+                        timestamp_adjustment_fs: Some(0),
+                        timestamp_cal_time: Some(0),
+                        state_indicators: Some(0),
+                        payload_format: cfg.wire.vita49_payload_format(),
                         class_id: p.difi.then_some((
                             crate::format::vrt::DIFI_OUI,
                             crate::format::vrt::context::DIFI_INFO_CLASS,
@@ -332,20 +372,17 @@ impl Emulator {
                 if due(packet + 1) && context_before != packet + 1 {
                     break;
                 }
-                if finished || cfg.samples.is_some_and(|n| sample >= n) {
+                if finished || total.is_some_and(|n| sample >= n) {
                     ended = true;
                     break;
                 }
-                let n = cfg
-                    .samples
-                    .map_or(spp as u64, |total| (total - sample).min(spp as u64))
-                    as usize;
+                let n = total.map_or(spp as u64, |total| (total - sample).min(spp as u64)) as usize;
                 // The stream's last packet ends its burst (CHDR's EOB, VRT's trailer), as a USRP's does
                 // when it stops streaming: a stop or the end of the duration takes effect
-                // with this packet.
+                // with this packet (unpaced, the duration is the wall clock's).
                 let last = self.stop.load(Ordering::Relaxed)
-                    || cfg.duration.is_some_and(|d| start.elapsed() >= d)
-                    || cfg.samples.is_some_and(|total| sample + n as u64 >= total);
+                    || (cfg.unpaced && cfg.duration.is_some_and(|d| start.elapsed() >= d))
+                    || total.is_some_and(|total| sample + n as u64 >= total);
                 finished = last;
                 // VRT's end of burst is a trailer word after the samples.
                 let len = header + 4 * n + cfg.format.trailer_len(last);
@@ -399,12 +436,12 @@ impl Emulator {
                 }
                 sample += n as u64;
             }
-            let total: usize = used.iter().sum();
-            if total == 0 && !ended {
+            let bytes: usize = used.iter().sum();
+            if bytes == 0 && !ended {
                 // Every packet of this call was dropped or held back by a fault.
                 continue 'stream;
             }
-            if total == 0 {
+            if bytes == 0 {
                 if let Some((_, h)) = held.take() {
                     // The stream ended right after a held packet: it goes last.
                     attempted += 1;
@@ -415,8 +452,19 @@ impl Emulator {
                 break 'stream;
             }
             attempted += sizes.iter().map(|s| s.len() as u64).sum::<u64>();
-            if let Some(p) = pacer.as_mut() {
-                p.acquire(total);
+            if let Some(c) = clock.as_mut() {
+                // The call's packets go once their last sample exists.
+                c.wait_for(sample);
+                if c.behind() > BEHIND_WARNING && !warned {
+                    warned = true;
+                    tracing::warn!(
+                        "the emulator is {:.0} ms behind its clock at {:.2} Msps: this machine \
+                         cannot send the rate asked; it sends as fast as it can and reports \
+                         the rate it got",
+                        c.behind().as_secs_f64() * 1e3,
+                        cfg.rate / 1e6
+                    );
+                }
             }
             for ((buf, sizes), &used) in bufs.iter().zip(&sizes).zip(&used) {
                 if used > 0 {
@@ -428,6 +476,20 @@ impl Emulator {
         r.seconds = start.elapsed().as_secs_f64();
         r.rate =
             (r.samples_sent + r.dropped_samples) as f64 / channels as f64 / r.seconds.max(1e-9);
+        r.behind_seconds = clock
+            .as_ref()
+            .map_or(0.0, |c| c.most_behind().as_secs_f64());
+        r.kept_up = cfg.unpaced || r.rate >= KEPT_UP * cfg.rate;
+        if !r.kept_up {
+            tracing::warn!(
+                "the emulator could not keep up: {:.2} Msps of the {:.2} Msps asked ({} samples \
+                 in {:.3} s)",
+                r.rate / 1e6,
+                cfg.rate / 1e6,
+                r.samples_sent + r.dropped_samples,
+                r.seconds
+            );
+        }
         Ok(r)
     }
 }

@@ -328,3 +328,33 @@ fn packet_sizes_and_channel_counts_beyond_reason_are_errors() {
     cfg.channels = MAX_CHANNELS;
     assert!(Emulator::new(cfg).is_ok());
 }
+
+/// A radio sends its rate exactly: one second of stream is the rate's worth of samples,
+/// from 1 Msps to 491.52 Msps (an X410's), counted, whatever the machine; the time it took
+/// is never less than the samples' (the clock never runs ahead), and the report's verdict
+/// agrees with the rate it got.
+#[test]
+fn one_paced_second_is_the_rates_worth_of_samples() {
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for rate in [1e6, 10e6, 100e6, 200e6, 491.52e6] {
+        let mut c = EmulatorConfig::new(rx.local_addr().unwrap(), Format::Chdr);
+        c.rate = rate;
+        c.duration = Some(Duration::from_secs(1));
+        c.faults.drop_every = Some(7); // dropped packets take their time as sent ones do
+        let r = Emulator::new(c).unwrap().run().unwrap();
+        let produced = r.samples_sent + r.dropped_samples;
+        eprintln!(
+            "{:.2} Msps asked: {produced} samples in {:.4} s, {:.4} Msps, kept up {}, \
+             most behind {:.1} ms",
+            rate / 1e6,
+            r.seconds,
+            r.rate / 1e6,
+            r.kept_up,
+            r.behind_seconds * 1e3
+        );
+        assert_eq!(produced, rate as u64, "{rate}: {r:?}");
+        assert!(r.seconds >= 1.0 && r.rate <= rate, "{rate}: {r:?}");
+        assert_eq!(r.rate_asked, rate);
+        assert_eq!(r.kept_up, r.rate >= KEPT_UP * rate, "{r:?}");
+    }
+}

@@ -301,7 +301,7 @@ pub struct XdpConfig {
     /// Where the program runs.
     pub mode: XdpMode,
     /// Copy or zero-copy bind.
-    pub bind: crate::sys::xsk::XskBind,
+    pub bind: super::XskBind,
     /// Busy polling of the AF_XDP socket for this many microseconds per wait
     /// (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`); default: off.
     pub busy_poll_us: Option<u32>,

@@ -17,6 +17,7 @@ use socket2::Socket;
 
 use super::backend::{Backend, Reader};
 use super::config::{EngineConfig, ThreadOptions};
+use super::receive::{Pass, ReceiveSide, drain_and_finish};
 use super::slots::ReceiverEnd;
 use super::worker::Worker;
 use super::{Shared, backend};
@@ -175,19 +176,41 @@ impl Inline {
         self.worker.publish(sys::monotonic_ns());
     }
 
-    /// At stop: takes what is queued without waiting (a sender that never pauses cannot keep
-    /// it going for ever; when the consumer holds every slot, into overflow buffers, counted
-    /// as `overflow`), then reads the final drop count.
+    /// At stop: the engine's one stop rule (`receive::drain_and_finish`): what is queued is
+    /// taken without waiting, for at most `DRAIN_CALLS` receives; when the consumer holds
+    /// every slot, into overflow buffers, counted as `overflow`; then the final drop count.
     pub(crate) fn finish(&mut self) {
-        for _ in 0..crate::engine::DRAIN_CALLS {
-            match self.reader.read(&mut self.worker, &self.socket, Wait::No) {
-                Ok(Some(true)) => {}
-                Ok(None) if self.worker.pauses() => self.worker.discard_from_now(),
-                _ => break,
-            }
+        drain_and_finish(self);
+    }
+}
+
+/// The inline engine as a side of the one stop rule: a pass at a stop is one receive that
+/// does not wait.
+impl ReceiveSide for Inline {
+    fn stopping(&self) -> bool {
+        self.worker.stopping()
+    }
+
+    fn pass(&mut self, _stopping: bool) -> Pass {
+        match self.reader.read(&mut self.worker, &self.socket, Wait::No) {
+            Ok(Some(more)) => Pass::Took { more },
+            Ok(None) => Pass::NoRoom,
+            Err(_) => Pass::Drained,
         }
+    }
+
+    fn wait_for_room(&mut self) {
+        // Not reached: the inline engine runs no loop of its own, only the stop rule.
+    }
+
+    fn finish(&mut self) {
         self.worker.publish(sys::monotonic_ns());
         self.worker.refresh_kernel_drops();
+    }
+
+    fn discard_pass(&mut self) -> Pass {
+        self.worker.discard_from_now();
+        self.pass(true)
     }
 }
 

@@ -56,6 +56,18 @@ use socket2::Socket;
 
 pub use crate::seq::Gap;
 pub use crate::sys::ReuseportSpread;
+pub use crate::sys::xsk::XskBind;
+
+/// Moves the calling thread to `SCHED_BATCH` (unless it runs under a real-time policy); true
+/// when it was moved. For threads that only consume what receive threads hand over (the
+/// blocks' FutureSDR workers): the scheduler then preempts them less for other wake-ups.
+///
+/// ```
+/// let _moved = fsdr_net_io::engine::set_batch_policy();
+/// ```
+pub fn set_batch_policy() -> std::io::Result<bool> {
+    crate::sys::sched::set_batch_policy()
+}
 pub use backend::{Backend, Capabilities, MAX_SETTING_DURATION, UnknownBackend};
 pub(crate) use backend::{GRO_MAX_BYTES, GRO_MAX_SEGMENTS, XdpRx};
 pub(crate) use config::WakeSchedule;
@@ -65,13 +77,12 @@ pub use config::{
 pub(crate) use consumer::count_released;
 pub use datagram::Datagram;
 pub use meta::{Arrival, Clocks, DatagramMeta, StreamKey};
-pub(crate) use receive::DRAIN_CALLS;
 pub(crate) use slots::Recycled;
 pub(crate) use worker::{setup_thread, spawn_receive_thread};
 
 /// How every receive thread's name starts (`fsdr-net-rx0`, `fsdr-net-rx1`, …; the in-place
 /// receiver's too): what `ps -L`, `perf --per-thread` and
-/// [`host::ThreadCpuMeter`](crate::host::ThreadCpuMeter) show for them.
+/// the test bed's `host::ThreadCpuMeter` (feature `testbed`) show for them.
 ///
 /// ```
 /// assert_eq!(fsdr_net_io::engine::RECEIVE_THREAD_PREFIX, "fsdr-net-rx");

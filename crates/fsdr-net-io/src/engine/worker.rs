@@ -62,7 +62,8 @@ pub(crate) struct Worker {
     pub(crate) shut_down: bool,
     /// Datagrams handed over since the last `publish`.
     new_items: u64,
-    /// Slots lent to the kernel (the multishot backend's provided-buffer ring).
+    /// Slots lent to the kernel (the multishot backend's provided-buffer ring, the `uring`
+    /// backend's receives in flight).
     pub(crate) lent: usize,
     moderation: Moderation,
     budget: Budget,
@@ -199,6 +200,14 @@ impl Worker {
         self.room().min(n).min(self.stash.len())
     }
 
+    /// Whether the consumer holds as many datagrams as the latency budget lets it: then no
+    /// free slot is for lack of the consumer's returns, not because the free slots are lent
+    /// to receives in flight.
+    #[cfg(feature = "uring")]
+    pub(crate) fn consumer_behind(&self) -> bool {
+        self.budget.cap.saturating_sub(self.held_by_consumer()) == 0
+    }
+
     /// Whether the overload policy is to stop reading.
     pub(crate) fn pauses(&self) -> bool {
         self.overload == Overload::Pause
@@ -303,6 +312,8 @@ impl Worker {
         // the kernel wrote `meta.len` bytes into it at `offset` (bounds checked above).
         // Checked by: `truncated_malformed_and_non_data_are_counted_not_delivered` and
         // `mio_accounts_for_every_datagram` under ASan.
+        // Kernel writes (freed memory poisoned and watched):
+        // `socket_engines_stop_under_traffic_without_a_write_after_free`.
         let bytes = unsafe { self.pool.bytes(slot, offset, meta.len) };
         let info = match classify::admit(meta, &self.filter, self.format, bytes) {
             Ok(info) => info,

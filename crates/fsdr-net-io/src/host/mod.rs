@@ -36,9 +36,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
 
-mod load;
 mod machine;
-pub use load::{Load, LoadMeter};
+pub use crate::diagnosis::{Load, LoadMeter};
 pub use machine::{Cache, Machine};
 
 /// How long the meter's thread sleeps each time.

@@ -456,12 +456,12 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
     }
 
-    /// Writes zeros and staged data that wait for room.
+    /// Writes zeros and staged data that wait for room into the current buffer, if any (at a
+    /// stop the last one may have just been handed over: the next one takes them).
     pub(super) fn flush_pending(&mut self) {
-        if !self.dp.pending() {
+        let Some(c) = self.cur.as_mut().filter(|_| self.dp.pending()) else {
             return;
-        }
-        let c = self.cur.as_mut().expect("a current buffer");
+        };
         let pos = c.pos;
         let mut w = self.dp.writer(c.out());
         let gaps = w.take_gaps();

@@ -322,6 +322,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     // Checked by: `a_clean_stream_lands_in_place_without_a_copy`,
                     // `drops_are_zero_filled_and_counted_exactly_in_place` and
                     // `coalesced_receives_of_changing_sizes_land_whole_and_in_order` under ASan.
+                    // Kernel writes (freed memory poisoned and watched):
+                    // `inplace_receiver_stops_under_traffic_without_a_write_after_free`.
                     let bytes = unsafe { std::slice::from_raw_parts(base.add(l.at), payload) };
                     packet.fingerprint = Some(crate::seq::fingerprint(bytes));
                 }
@@ -455,6 +457,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     // Checked by: `a_clean_stream_lands_in_place_without_a_copy`,
                     // `drops_are_zero_filled_and_counted_exactly_in_place` and
                     // `coalesced_receives_of_changing_sizes_land_whole_and_in_order` under ASan.
+                    // Kernel writes (freed memory poisoned and watched):
+                    // `inplace_receiver_stops_under_traffic_without_a_write_after_free`.
                     let src = unsafe { std::slice::from_raw_parts(base.add(at + offset), n) };
                     bytes.extend_from_slice(src);
                 }
@@ -495,7 +499,8 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             // SAFETY: entry i's part of the spill area belongs to this thread and nothing
             // reads or writes it until the receive returns.
             // Checked by: `what_the_kernel_holds_at_a_stop_with_every_buffer_taken_is_counted`
-            // under ASan.
+            // under ASan; kernel writes (freed memory poisoned and watched):
+            // `inplace_receiver_stops_under_traffic_without_a_write_after_free`.
             unsafe { self.msgs.set_buffer(i, at, room) };
         }
         self.counts.recv_calls += 1;

@@ -140,6 +140,29 @@ impl WireFormat {
         }
     }
 
+    /// VITA-49.2's Data Packet Payload Format field (CIF0 bit 15) for this encoding in a VRT
+    /// data packet: link-efficient, complex Cartesian, signed fixed point, the item packing
+    /// field as wide as the item (DIFI's form: `0xA00003CF_00000000` for 16-bit,
+    /// `0xA00001C7_00000000` for 8-bit). `None` for the little-endian encodings (`fc32`
+    /// included) and `plain`, which a VRT packet, big-endian, cannot describe.
+    ///
+    /// ```
+    /// use fsdr_net_io::sample::WireFormat;
+    /// assert_eq!(WireFormat::Sc16Item32Be.vita49_payload_format(), Some(0xA000_03CF_0000_0000));
+    /// assert_eq!(WireFormat::Sc8Difi.vita49_payload_format(), Some(0xA000_01C7_0000_0000));
+    /// ```
+    pub fn vita49_payload_format(&self) -> Option<u64> {
+        // Bits 63 (link-efficient), 62..61 (01: complex Cartesian), 60..56 (item format),
+        // 43..38 (packing field size − 1), 37..32 (item size − 1).
+        // Signed fixed point is item format 0.
+        let word = |bits: u64| (1 << 63) | (1 << 61) | ((bits - 1) << 38) | ((bits - 1) << 32);
+        match self {
+            WireFormat::Sc16Item32Be => Some(word(16)),
+            WireFormat::Sc8Item32Be | WireFormat::Sc8Difi => Some(word(8)),
+            _ => None,
+        }
+    }
+
     /// The wire format a packet format carries by default: CHDR `sc16_chdr`, VRT/DIFI
     /// `sc16_item32_be`, others `plain`.
     pub fn native(format: Format) -> WireFormat {

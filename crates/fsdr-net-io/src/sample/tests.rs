@@ -306,3 +306,38 @@ fn decoding_in_place_agrees_with_decoding_from_a_copy() {
         }
     }
 }
+
+/// Clipping is counted per item, where the encoding saturates and only there: ±1 and the
+/// extreme values that round into sc16's range are not clipped; NaN is.
+#[test]
+fn encoders_count_the_items_they_clip() {
+    let c = |re, im| Complex32::new(re, im);
+    let items = [
+        c(1.0, -1.0),
+        c(1.000_015, -1.000_045),
+        c(1.000_02, 0.0),
+        c(0.0, -1.000_05),
+        c(f32::NAN, 0.0),
+        c(3.0, -3.0),
+    ];
+    let mut wire = vec![0u8; 4 * items.len()];
+    for w in [
+        WireFormat::Sc16Chdr,
+        WireFormat::Sc16Item32Le,
+        WireFormat::Sc16Item32Be,
+    ] {
+        let e = Encoder::<Complex32>::new(w).unwrap();
+        assert_eq!(e.encode_counting(&items, &mut wire), (24, 4), "{w}");
+    }
+    // sc8's scale puts 1.0 at 127.996: it saturates there.
+    let e = Encoder::<Complex32>::new(WireFormat::Sc8Difi).unwrap();
+    assert_eq!(
+        e.encode_counting(&[c(0.99, 0.0), c(1.0, 0.0)], &mut wire),
+        (4, 1)
+    );
+    let e = Encoder::<Complex32>::new(WireFormat::Fc32).unwrap();
+    assert_eq!(e.encode_counting(&items[..3], &mut wire).1, 0);
+    let e = Encoder::<Complex<i16>>::new(WireFormat::Sc16Chdr).unwrap();
+    let ints = [Complex::new(i16::MIN, i16::MAX)];
+    assert_eq!(e.encode_counting(&ints, &mut wire).1, 0);
+}

@@ -6,7 +6,8 @@
 //!
 //! | what the sender does | DIFI |
 //! |---|---|
-//! | standard context packet: type 4, class (DIFI OUI, 0, 1), CIF0 `0xFBB98000` with every required field (zero where not set), change indicator on changes | 1.0 on; the layout the DIFI validator checks for 1.1 |
+//! | standard context packet: type 4, class (DIFI OUI, 0, 1), CIF0 `0xFBB98000` with every required field (each must be set: [`IfContext::difi_missing`]), change indicator on changes | 1.0 on; the layout the DIFI validator checks for 1.1 |
+//! | [`ContextSender::vita49`]: VITA-49.2 context packets without DIFI's class, only the fields set (the others' CIF0 bits clear) | **not DIFI** |
 //! | version packet: type 5, class (DIFI OUI, 0, 4), CIF0 `0x80000002`/`0x00000002`, CIF1 `0x0000000C`, V49 spec `4`, version and build code with DIFI's type and ICD version bits | 1.1 on |
 //! | context and version packets before the data they describe, with the data's stream ID, own packet counts | 1.0 on |
 //! | timestamps as the data packets carry them: with `UdpSinkBuilder::utc_timestamps` (`Framer::utc_timestamps`) integer UTC seconds and picoseconds (TSI = 1, TSF = 2), exact for integer sample rates | 1.0 on; with `timestamps` a sample count (TSF = 1): VITA-49, **not DIFI** |
@@ -25,8 +26,9 @@ use crate::format::vrt::context::{
 pub const SETTING_TAGS: [&str; 4] = ["tx_rate", "tx_freq", "tx_bandwidth", "tx_gain"];
 
 /// Decides when a VRT sender sends context packets, and builds them: a DIFI 1.x standard
-/// context packet (class DIFI OUI, 0, 1; every field DIFI requires, zero where not set) with
-/// the data packets' stream ID, first before any data, again before the first data packet
+/// context packet (class DIFI OUI, 0, 1; every field DIFI requires, each set, or building
+/// the packet is an error) or, [`ContextSender::vita49`], a VITA-49.2 context packet with the
+/// fields set and no others, with the data packets' stream ID, first before any data, again before the first data packet
 /// after a setting changed (with the change indicator set), and every `every` data packets
 /// (the same context, change indicator clear); with a [`VersionInfo`], a DIFI 1.1 version
 /// packet goes with the first and with every repeated context packet. Context and version
@@ -36,7 +38,7 @@ pub const SETTING_TAGS: [&str; 4] = ["tx_rate", "tx_freq", "tx_bandwidth", "tx_g
 /// use fsdr_net_io::format::vrt::context::{IfContext, PacketTime, parse_context};
 /// use fsdr_net_io::send::ContextSender;
 ///
-/// let mut ctx = ContextSender::new(IfContext {
+/// let mut ctx = ContextSender::vita49(IfContext {
 ///     sample_rate_sps: Some(1e6),
 ///     rf_ref_freq_hz: Some(2.4e9),
 ///     ..Default::default()
@@ -44,7 +46,9 @@ pub const SETTING_TAGS: [&str; 4] = ["tx_rate", "tx_freq", "tx_bandwidth", "tx_g
 /// .every(100);
 /// assert!(ctx.due());
 /// let first = ctx.packets(Some(PacketTime::SampleCount(0))).unwrap();
-/// assert_eq!(parse_context(&first[0]).unwrap().rf_ref_freq_hz, Some(2.4e9));
+/// let sent = parse_context(&first[0]).unwrap();
+/// assert_eq!(sent.rf_ref_freq_hz, Some(2.4e9));
+/// assert_eq!(sent.bandwidth_hz, None, "not set, not sent");
 /// ctx.data_sent(99);
 /// assert!(!ctx.due());
 /// assert!(ctx.apply("tx_freq", 2.5e9));
@@ -69,10 +73,18 @@ pub struct ContextSender {
 
 impl ContextSender {
     /// Sends `ctx` (its stream ID and class ID replaced: `stream_id`, DIFI's standard
-    /// context class) on start and on changes; no repeats, no version packets.
+    /// context class) on start and on changes; no repeats, no version packets. Every field
+    /// DIFI requires must be set ([`IfContext::difi_missing`]) when the packets are built.
     pub fn new(mut ctx: IfContext, stream_id: u32) -> Self {
-        ctx.stream_id = Some(stream_id);
         ctx.class_id = Some((DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS));
+        Self::vita49(ctx, stream_id)
+    }
+
+    /// Sends `ctx` as VITA-49.2 context packets (its stream ID replaced: `stream_id`; its
+    /// class ID as given, none by default): each states the fields set and no others, a field
+    /// not set has its CIF0 bit clear, as VITA-49.2 leaves out what a sender does not know.
+    pub fn vita49(mut ctx: IfContext, stream_id: u32) -> Self {
+        ctx.stream_id = Some(stream_id);
         Self {
             ctx,
             every: 0,
@@ -186,6 +198,49 @@ mod tests {
     use crate::format::vrt::context::version::parse_version;
     use crate::format::vrt::context::{Difi, parse_context};
 
+    /// A context with every field DIFI requires.
+    fn difi_ctx() -> IfContext {
+        IfContext {
+            reference_point_id: Some(0),
+            bandwidth_hz: Some(8e6),
+            if_ref_freq_hz: Some(0.0),
+            rf_ref_freq_hz: Some(2.4e9),
+            if_band_offset_hz: Some(0.0),
+            reference_level_dbm: Some(-10.0),
+            gain_db: Some((20.0, 0.0)),
+            sample_rate_sps: Some(10e6),
+            timestamp_adjustment_fs: Some(0),
+            timestamp_cal_time: Some(0),
+            state_indicators: Some(0),
+            payload_format: crate::sample::WireFormat::Sc16Item32Be.vita49_payload_format(),
+            ..IfContext::default()
+        }
+    }
+
+    /// A field not set is never sent as a zero: DIFI's packets need every field they carry
+    /// set (an error naming those that are not), VITA-49.2's leave it out.
+    #[test]
+    fn a_field_not_set_is_an_error_in_difi_and_absent_in_vita49() {
+        let ctx = IfContext {
+            bandwidth_hz: None,
+            gain_db: None,
+            ..difi_ctx()
+        };
+        let e = ContextSender::new(ctx.clone(), 1)
+            .packets(None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("bandwidth_hz, gain_db") && e.contains("DIFI"),
+            "{e}"
+        );
+        let sent = ContextSender::vita49(ctx, 1).packets(None).unwrap();
+        let c = parse_context(&sent[0]).unwrap();
+        assert_eq!((c.bandwidth_hz, c.gain_db, c.difi), (None, None, None));
+        assert_eq!(c.rf_ref_freq_hz, Some(2.4e9));
+        assert_eq!(c.changes(None), [("rx_rate", 10e6), ("rx_freq", 2.4e9)]);
+    }
+
     #[test]
     fn context_on_start_on_changes_and_every_n_with_versions_on_start_and_repeats() {
         let v = VersionInfo {
@@ -195,9 +250,7 @@ mod tests {
             kind: 1,
             icd_version: 0,
         };
-        let mut s = ContextSender::new(IfContext::default(), 5)
-            .every(10)
-            .version(v);
+        let mut s = ContextSender::new(difi_ctx(), 5).every(10).version(v);
         let first = s.packets(Some(PacketTime::SampleCount(0))).unwrap();
         assert_eq!(first.len(), 2);
         let c = parse_context(&first[0]).unwrap();
@@ -244,7 +297,7 @@ mod tests {
             kind: 0,
             icd_version: 0,
         };
-        let mut s = ContextSender::new(IfContext::default(), 0).version(v);
+        let mut s = ContextSender::new(difi_ctx(), 0).version(v);
         assert!(s.packets(None).is_err());
     }
 }

@@ -34,7 +34,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 pub use context::{ContextSender, SETTING_TAGS};
 pub use framer::Framer;
-pub use pacer::Pacer;
+pub use pacer::{Pacer, SampleClock};
 pub use stream::{SendReport, StreamSender};
 #[cfg(feature = "uring")]
 pub use uring::{Submit, UringSender};
@@ -145,6 +145,9 @@ pub struct SendStats {
     /// Datagrams the destination refused: the kernel's report (an ICMP "port unreachable")
     /// that an earlier datagram found nobody listening. Those were sent, and lost there.
     pub refused: u64,
+    /// Items clipped at the wire format's full scale when encoded (a block that encodes,
+    /// such as `fsdr_net::UdpSink`, counts them: `Encoder::encode_counting`).
+    pub clipped: u64,
 }
 
 /// The largest UDP payload over IPv4: 65535 − 8 (UDP header) − 20 (IP header).

@@ -20,6 +20,7 @@
 //! ```
 
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,7 @@ use tokio_uring::buf::IoBuf;
 
 use super::{SendStats, SenderConfig, open_send_socket};
 use crate::Error;
+use crate::lent;
 use crate::notify::Notify;
 use crate::sys::cmsg::{cmsg_space, write_cmsg};
 use crate::sys::{self, GSO_MAX_BYTES, GSO_MAX_SEGMENTS};
@@ -45,9 +47,12 @@ struct Part {
 }
 
 // SAFETY: the pointer is into a Vec owned by an Arc that this value holds, so it is stable and
-// valid for `end - start` initialised bytes for as long as the operation owns the Part.
-// Checked by: `honours_depth_send_buffer_and_gso` and
-// `a_full_queue_hands_the_buffer_back_instead_of_blocking` under ASan.
+// valid for `end - start` initialised bytes for as long as the operation owns the Part, which
+// tokio-uring drops only after the send's completion (and a zero-copy send's notification):
+// every send is awaited, and a runtime with a send that was not (a panicked task, a panic on
+// the thread) is kept for good, never dropped.
+// Checked by: `uring_sender_stops_with_sends_in_flight_without_touching_freed_memory` and
+// `a_panic_in_the_uring_sender_keeps_the_lent_memory` (freed memory poisoned and watched).
 unsafe impl IoBuf for Part {
     fn stable_ptr(&self) -> *const u8 {
         self.buf[self.start..].as_ptr()
@@ -129,11 +134,24 @@ impl UringSender {
             zero_copy,
         };
         let (st, dn) = (stats.clone(), done.clone());
+        let port = cfg.dest.port();
         let thread = std::thread::Builder::new()
             .name("fsdr-net-tx-uring".into())
-            .spawn(move || match tokio_uring::Runtime::new(&builder) {
-                Ok(rt) => rt.block_on(run(socket, jobs_rx, free_tx, st, dn, plan)),
-                Err(e) => tracing::error!(error = %e, "tokio-uring runtime failed"),
+            .spawn(move || {
+                // Dropped only once no send is in flight: an unwind out of `block_on` keeps
+                // it, with every send's memory (tokio-uring frees the data of operations still
+                // in flight before it cancels them).
+                let rt = match tokio_uring::Runtime::new(&builder) {
+                    Ok(rt) => ManuallyDrop::new(rt),
+                    Err(e) => return tracing::error!(error = %e, "tokio-uring runtime failed"),
+                };
+                match rt.block_on(run(socket, jobs_rx, free_tx, st, dn, plan, port)) {
+                    None => drop(ManuallyDrop::into_inner(rt)),
+                    Some(panic) => {
+                        lent::keep_for_good(rt, "io_uring sender");
+                        std::panic::resume_unwind(panic);
+                    }
+                }
             })
             .map_err(Error::Spawn)?;
         Ok(Self {
@@ -213,7 +231,26 @@ async fn send_one(
     segment: Option<u16>,
     datagrams: u64,
     zero_copy: bool,
+    port: u16,
 ) -> Outcome {
+    if lent::send_panic_due(port) {
+        // Tests: a panic with this send (its first datagram) in flight, submitted by the
+        // first poll.
+        let part = match segment {
+            Some(seg) => Part {
+                end: part.start + usize::from(seg),
+                ..part
+            },
+            None => part,
+        };
+        let mut op = std::pin::pin!(socket.send(part));
+        std::future::poll_fn(|cx| {
+            let _ = op.as_mut().poll(cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+        panic!("injected panic in an io_uring send task (tests)");
+    }
     let res = match segment {
         Some(seg) => {
             let mut control = vec![0u8; cmsg_space(2)];
@@ -251,6 +288,24 @@ fn tally(o: Outcome, s: &mut SendStats) {
     }
 }
 
+/// What a finished send task gives: its outcome, or the panic that ended it.
+fn joined(
+    r: Result<Outcome, tokio::task::JoinError>,
+    panic: &mut Option<Box<dyn std::any::Any + Send>>,
+) -> Outcome {
+    match r {
+        Ok(o) => o,
+        Err(e) => {
+            if e.is_panic() {
+                panic.get_or_insert(e.into_panic());
+            }
+            Err(0)
+        }
+    }
+}
+
+/// The sending thread's loop; returns the panic of a send task, if one panicked (its send
+/// may still be in flight: the runtime must then be kept).
 async fn run(
     socket: std::net::UdpSocket,
     jobs: Receiver<Job>,
@@ -258,9 +313,11 @@ async fn run(
     stats: Arc<Mutex<SendStats>>,
     done: Arc<Notify>,
     plan: Plan,
-) {
+    port: u16,
+) -> Option<Box<dyn std::any::Any + Send>> {
     let socket = Rc::new(tokio_uring::net::UdpSocket::from_std(socket));
     let mut gso = plan.gso;
+    let mut panic = None;
     // The channel is std's: this thread has nothing else to do while it waits.
     while let Ok(job) = jobs.recv() {
         let buf = Arc::new(job.buf);
@@ -290,18 +347,19 @@ async fn run(
                 segment,
                 datagrams,
                 plan.zero_copy,
+                port,
             )));
             if inflight.len() >= plan.depth
                 && let Some(t) = inflight.pop_front()
             {
-                let o: Outcome = t.await.unwrap_or(Err(0));
+                let o = joined(t.await, &mut panic);
                 gso_refused |= o.is_err() && gso;
                 tally(o, &mut sums);
             }
             start = end;
         }
         for t in inflight {
-            let o: Outcome = t.await.unwrap_or(Err(0u64));
+            let o = joined(t.await, &mut panic);
             gso_refused |= o.is_err() && gso;
             tally(o, &mut sums);
         }
@@ -320,7 +378,11 @@ async fn run(
             let _ = free.try_send(v);
         }
         done.notify();
+        if panic.is_some() {
+            return panic;
+        }
     }
+    None
 }
 
 #[cfg(test)]

@@ -77,9 +77,9 @@ impl XskMap {
     }
 
     /// Frames of receive queue `queue` go to socket `xsk`.
-    pub fn set(&self, queue: u32, xsk: BorrowedFd<'_>) -> io::Result<()> {
+    pub fn set(&self, queue: u32, xsk: &super::xsk::XskSocket) -> io::Result<()> {
         let key = queue;
-        let value = xsk.as_raw_fd() as u32;
+        let value = xsk.fd().as_raw_fd() as u32;
         let mut a = [0u8; 128];
         put32(&mut a, 0, self.0.as_raw_fd() as u32);
         put64(&mut a, 8, &key as *const u32 as u64);

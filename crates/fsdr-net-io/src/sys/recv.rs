@@ -390,6 +390,8 @@ pub fn socket_drops(fd: impl AsFd) -> io::Result<u32> {
     // SAFETY: info and len are valid for writes of the given size; the kernel writes at most
     // `len` bytes and updates `len` (nix has no wrapper for SO_MEMINFO).
     // Checked by: `recv_batch_reports_truncation_source_and_drops_counter` under ASan.
+    // Kernel writes (freed memory poisoned and watched):
+    // `socket_engines_stop_under_traffic_without_a_write_after_free`.
     let r = unsafe {
         libc::getsockopt(
             fd.as_fd().as_raw_fd(),

@@ -1,13 +1,23 @@
 //! AF_XDP sockets: the UMEM (user memory the kernel writes frames into), the fill and RX
 //! rings shared with the kernel, binding to one queue of an interface (copy or zero-copy,
 //! multi-buffer), `need_wakeup` and the socket's statistics. The `xdp` receive backend
-//! (`engine/backend/xdp.rs`) is their one user; the program that steers frames here is in
+//! (`engine/backend/xdp/`) is their one user; the program that steers frames here is in
 //! [`ebpf`](super::ebpf).
 //!
 //! The rings are single-producer/single-consumer queues in memory mapped from the socket: the
 //! kernel produces RX descriptors and consumes fill addresses, this thread the opposite. Each
 //! index is a free-running `u32` read and written with acquire/release ordering, as the
 //! kernel's own `libxdp` does.
+//!
+//! long: one socket's UMEM, rings and the rule for reading a frame are one owner's state;
+//! split, the rule that keeps a frame from being read while the kernel may write it would
+//! span files.
+//!
+//! A frame is the kernel's from the moment it goes into the fill ring until its RX
+//! descriptor is published; this side reads a frame only through a published descriptor
+//! ([`XskSocket::frame`], borrowing the socket) and gives it back only by releasing the
+//! descriptor ([`XskSocket::release`], taking it mutably), so no slice of a frame the kernel
+//! may write can be alive.
 //!
 //! ```no_run
 //! use fsdr_net_io::sys::xsk::{XskOptions, XskSocket, XskBind};
@@ -173,9 +183,14 @@ struct Umem {
 impl Drop for Umem {
     fn drop(&mut self) {
         // SAFETY: `base`/`len` are the mapping made in `XskSocket::open_with`; the socket that
-        // registered it is closed first (field order of `XskSocket`), so the kernel no
-        // longer writes into it.
+        // registered it is closed first (field order of `XskSocket`; no duplicate of its
+        // descriptor leaves this crate), so the kernel no longer writes into it. Should a
+        // reference the kernel holds (an XSK map entry released later) keep it bound a moment
+        // longer, the kernel writes through the UMEM pages it pinned at registration, not
+        // through this mapping: nothing mapped here later is written.
         // Checked by: `xdp_books_are_exact_under_faults` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `xdp_engine_stops_under_traffic_without_a_write_after_free`.
         unsafe { libc::munmap(self.base.cast(), self.len) };
     }
 }
@@ -207,6 +222,8 @@ impl Ring {
         // SAFETY: a fresh shared mapping of the socket's ring; the kernel checks `pgoff` and
         // the length against the ring it made.
         // Checked by: `xdp_books_are_exact_under_faults` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `xdp_engine_stops_under_traffic_without_a_write_after_free`.
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -224,6 +241,8 @@ impl Ring {
         // SAFETY: the offsets come from the kernel for this mapping and lie inside it; the
         // index words are 4-byte aligned, as the kernel lays them out.
         // Checked by: `xdp_books_are_exact_under_faults` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `xdp_engine_stops_under_traffic_without_a_write_after_free`.
         let at = |o: u64| unsafe { map.add(o as usize) };
         Ok(Ring {
             map,
@@ -242,6 +261,8 @@ impl Ring {
         // SAFETY: `word` points into the live mapping (see `map`); the kernel writes it
         // concurrently, which is what the atomic is for.
         // Checked by: `xdp_books_are_exact_under_faults` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `xdp_engine_stops_under_traffic_without_a_write_after_free`.
         unsafe { (*word).load(Ordering::Acquire) }
     }
 
@@ -309,6 +330,8 @@ fn getsockopt<T>(fd: RawFd, name: libc::c_int, v: &mut T) -> io::Result<usize> {
     let mut len = std::mem::size_of::<T>() as libc::socklen_t;
     // SAFETY: `v` is writable for `len` bytes; the kernel writes at most that many.
     // Checked by: `xdp_books_are_exact_under_faults` (ASan).
+    // Kernel writes (freed memory poisoned and watched):
+    // `xdp_engine_stops_under_traffic_without_a_write_after_free`.
     check(unsafe { libc::getsockopt(fd, SOL_XDP, name, (v as *mut T).cast(), &mut len) })?;
     Ok(len as usize)
 }
@@ -498,6 +521,8 @@ impl XskSocket {
             // SAFETY: entry `i` lies inside the fill ring's descriptor area (masked index),
             // and the kernel does not read entries beyond the producer index we publish.
             // Checked by: `xdp_books_are_exact_under_faults` (ASan).
+            // Kernel writes (freed memory poisoned and watched):
+            // `xdp_engine_stops_under_traffic_without_a_write_after_free`.
             unsafe { ring.descs.cast::<u64>().add(i).write(addr) };
             ring.local = ring.local.wrapping_add(1);
         }
@@ -507,49 +532,66 @@ impl XskSocket {
         let _ = &self.completion;
     }
 
-    /// Returns a frame (the address of any of its bytes) to the spare list.
-    pub fn recycle(&mut self, addr: u64) {
-        let frame = u64::from(self.frame_size);
-        self.spare.push(addr - addr % frame);
-    }
-
     /// Whether the kernel asks to be woken to refill (the fill ring's `need_wakeup` flag):
     /// then [`XskSocket::wait`] must enter the kernel even when frames are queued.
     pub fn needs_wakeup(&self) -> bool {
         self.fill.load(self.fill.flags) & XDP_RING_NEED_WAKEUP != 0
     }
 
-    /// RX descriptors ready to read.
+    /// RX descriptors ready to read: the kernel published them and does not touch them, or
+    /// their frames, until [`XskSocket::release`] gives them back.
     pub fn ready(&self) -> u32 {
         self.rx.load(self.rx.producer).wrapping_sub(self.rx.local)
     }
 
-    /// Descriptor `k` after the consumer index (`k < ready()`).
-    pub fn desc(&self, k: u32) -> XdpDesc {
-        let i = (self.rx.local.wrapping_add(k) & self.rx.mask) as usize;
-        // SAFETY: entry `i` lies inside the RX descriptor area (masked index); the kernel
-        // published it (k < ready) and does not touch it until we release it.
-        // Checked by: `xdp_books_are_exact_under_faults` (ASan).
-        unsafe { self.rx.descs.cast::<XdpDesc>().add(i).read() }
-    }
-
-    /// Releases `n` read descriptors to the kernel (their frames must be recycled first).
-    pub fn release(&mut self, n: u32) {
-        self.rx.local = self.rx.local.wrapping_add(n);
-        self.rx.store(self.rx.consumer, self.rx.local);
-    }
-
-    /// The bytes of a descriptor, bounds-checked against the UMEM.
-    pub fn bytes(&self, d: &XdpDesc) -> Option<&[u8]> {
-        let start = usize::try_from(d.addr).ok()?;
-        let end = start.checked_add(d.len as usize)?;
-        if end > self.umem.len || d.len > self.frame_size {
+    /// Descriptor `k` after the consumer index; `None` unless `k < ready()` (an entry the
+    /// kernel has not published is not read).
+    pub fn desc(&self, k: u32) -> Option<XdpDesc> {
+        if k >= self.ready() {
             return None;
         }
-        // SAFETY: inside the UMEM (checked above); the kernel wrote the frame and does not
-        // write it again until its address goes back through the fill ring.
-        // Checked by: `xdp_books_are_exact_under_faults` (ASan).
+        let i = (self.rx.local.wrapping_add(k) & self.rx.mask) as usize;
+        // SAFETY: entry `i` lies inside the RX descriptor area (masked index); the kernel
+        // published it (k < ready, read with acquire) and does not touch it until we release it.
+        // Checked by: `xdp_books_are_exact_under_faults`,
+        // `xdp_frames_are_lent_only_while_published` and (kernel writes)
+        // `xdp_engine_stops_under_traffic_without_a_write_after_free`.
+        Some(unsafe { self.rx.descs.cast::<XdpDesc>().add(i).read() })
+    }
+
+    /// The bytes of RX descriptor `k` (`k < ready()`), bounds-checked against the UMEM.
+    /// The frame is the kernel's again only after [`XskSocket::release`], which takes
+    /// `&mut self`: the slice cannot outlive it. `None` for `k >= ready()` or a descriptor
+    /// outside the UMEM.
+    pub fn frame(&self, k: u32) -> Option<&[u8]> {
+        let d = self.desc(k)?;
+        let start = usize::try_from(d.addr).ok()?;
+        let end = start.checked_add(d.len as usize)?;
+        let frame = self.frame_size as usize;
+        if end > self.umem.len || (d.len > 0 && start / frame != (end - 1) / frame) {
+            return None;
+        }
+        // SAFETY: inside one frame of the UMEM (checked above); the kernel wrote the frame,
+        // published its descriptor, and does not write it again until the frame goes back
+        // through the fill ring, which only `release` (taking `&mut self`) does.
+        // Checked by: `xdp_books_are_exact_under_faults`,
+        // `xdp_frames_are_lent_only_while_published` and (kernel writes)
+        // `xdp_engine_stops_under_traffic_without_a_write_after_free`.
         Some(unsafe { std::slice::from_raw_parts(self.umem.base.add(start), d.len as usize) })
+    }
+
+    /// Gives the first `n` ready descriptors (at most [`XskSocket::ready`]) back to the
+    /// kernel, their frames to the spare list (the fill ring takes them at the next
+    /// [`XskSocket::fill_all`]).
+    pub fn release(&mut self, n: u32) {
+        let n = n.min(self.ready());
+        let frame = u64::from(self.frame_size);
+        for k in 0..n {
+            let addr = self.desc(k).expect("k < ready").addr;
+            self.spare.push(addr - addr % frame);
+        }
+        self.rx.local = self.rx.local.wrapping_add(n);
+        self.rx.store(self.rx.consumer, self.rx.local);
     }
 
     /// Waits up to `timeout_ms` (0: not at all) for RX descriptors; with `need_wakeup` this
@@ -587,8 +629,11 @@ impl XskSocket {
     }
 }
 
-impl AsFd for XskSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
+impl XskSocket {
+    /// The socket's descriptor, for this crate's `poll` and XSK map only. Not `AsFd`: a
+    /// duplicate made from it would keep the socket bound, and the kernel writing, after
+    /// this value dropped and unmapped the UMEM (an outside review found the sequence).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 }

@@ -104,6 +104,8 @@ impl GroReader {
             // (iovecs are filled in order).
             // Checked by: `random_runs_of_sizes_arrive_whole_and_in_order` and
             // `datagrams_larger_than_a_slot_are_truncated_one_by_one` under ASan.
+            // Kernel writes (freed memory poisoned and watched):
+            // `socket_engines_stop_under_traffic_without_a_write_after_free`.
             let src = unsafe { worker.pool().bytes(slot, 0, chunk) };
             self.scratch[done..done + chunk].copy_from_slice(src);
             done += chunk;

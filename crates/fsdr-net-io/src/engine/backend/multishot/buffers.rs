@@ -45,6 +45,8 @@ impl BufRing {
         // SAFETY: the index is masked into the mapping; entries past the kernel's head are
         // ours to write until the tail is published.
         // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `uring_multishot_engine_stops_under_traffic_without_a_write_after_free`.
         let entry = unsafe { &mut *self.base.add((self.tail & self.mask) as usize) };
         entry.set_addr(addr as u64);
         entry.set_len(len as u32);
@@ -56,6 +58,8 @@ impl BufRing {
         // SAFETY: the tail field lives inside the first entry of the mapping and is only
         // written by us; the kernel reads it, hence the release store.
         // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `uring_multishot_engine_stops_under_traffic_without_a_write_after_free`.
         unsafe {
             let tail = BufRingEntry::tail(self.base) as *const AtomicU16;
             (*tail).store(self.tail, Ordering::Release);
@@ -68,6 +72,8 @@ impl Drop for BufRing {
         // SAFETY: base/bytes describe the mapping made in `new`; `Receiver::run` unregisters
         // it first, or leaks this value when the kernel may still use it.
         // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `uring_multishot_engine_stops_under_traffic_without_a_write_after_free`.
         unsafe {
             libc::munmap(self.base.cast(), self.bytes);
         }
@@ -114,6 +120,8 @@ impl Drop for OverflowArea {
         // `Receiver::run` forgets the receiver (and this area) instead of dropping it while
         // the kernel may still write into it.
         // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `uring_multishot_engine_stops_under_traffic_without_a_write_after_free`.
         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.base, self.len)) });
     }
 }

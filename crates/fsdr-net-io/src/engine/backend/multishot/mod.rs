@@ -1,5 +1,7 @@
 //! The `uring-multishot` backend: one io_uring multishot `recvmsg` fed by a provided-buffer
-//! ring whose buffers are the engine's slots (buffer ID = slot index). One submission keeps
+//! ring whose buffers are the engine's slots (buffer ID = slot index). (long: the receiver —
+//! ring, request, buffers and their one ending — and its side of the engine's receive loop
+//! change the same state; the memory itself is in `buffers.rs`.) One submission keeps
 //! receiving until the kernel ends it (for example when the ring runs dry); the thread then
 //! re-arms it as soon as buffers are back. Slots return to the ring when the consumer is done.
 //!
@@ -14,9 +16,12 @@
 //! the kernel may still write into the slots and the buffer ring: the thread then keeps the
 //! ring, the buffer ring and the slot pool alive for the rest of the process (leaked on
 //! purpose), counts it in `leaked_rings` and logs an error, rather than free memory the
-//! kernel may write.
+//! kernel may write. A panic on the thread does the same: only a receiver whose request the
+//! kernel ended and whose buffer ring it unregistered frees that memory ([`Lent`],
+//! `tests/kernel_writes.rs`).
 
 use std::io;
+use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 #[cfg(test)]
@@ -29,11 +34,12 @@ use socket2::Socket;
 
 use super::super::meta::Clocks;
 use super::super::receive::{Pass, ReceiveSide, run_loop};
-use super::super::slots::{ReceiverEnd, SlotPool};
+use super::super::slots::ReceiverEnd;
 use super::super::worker::{Worker, spawn_receive_thread};
 use super::super::{EngineConfig, Overload, Shared};
 use super::{Capabilities, ReceiveBackend, Started};
 use crate::Error;
+use crate::lent;
 use crate::sys::{self, RecvMeta};
 
 mod buffers;
@@ -159,13 +165,26 @@ impl ReceiveBackend for Multishot {
     }
 }
 
-struct Receiver {
-    worker: Worker,
+/// What the kernel may write while a request is armed or the buffer ring registered: freed
+/// only once it let go ([`Receiver::released`]), else kept for good.
+struct Lent {
     ring: IoUring,
     bufs: BufRing,
-    socket: Socket,
-    /// Overflow buffers and which of them are not in the ring.
+    /// Overflow buffers.
     scratch: OverflowArea,
+    msghdr: Box<libc::msghdr>,
+}
+
+struct Receiver {
+    worker: Worker,
+    lent: ManuallyDrop<Lent>,
+    /// The kernel let go of `lent` and of the slots: no request armed, the buffer ring
+    /// unregistered.
+    released: bool,
+    socket: Socket,
+    /// The socket's port (the panic hook's key).
+    port: u16,
+    /// Overflow buffers not in the ring.
     scratch_free: Vec<u16>,
     slot_len: usize,
     slots: usize,
@@ -174,7 +193,6 @@ struct Receiver {
     batch: usize,
     armed: bool,
     arms: u64,
-    msghdr: Box<libc::msghdr>,
     cqes: Vec<(i32, u32, u64)>,
     /// When the deferred consumer wake-up is due.
     wake_by: Option<u64>,
@@ -195,15 +213,27 @@ impl Receiver {
         let slots = worker.pool().slots();
         // SAFETY: all-zero is a valid msghdr; only the lengths matter to the kernel here.
         // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `uring_multishot_engine_stops_under_traffic_without_a_write_after_free`.
         let mut msghdr: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
         msghdr.msg_namelen = NAME_LEN as libc::socklen_t;
         msghdr.msg_controllen = sys::CONTROL_SPACE as _;
+        let port = socket
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .map_or(0, |a| a.port());
         Self {
             worker,
-            ring,
-            bufs,
+            lent: ManuallyDrop::new(Lent {
+                ring,
+                bufs,
+                scratch: OverflowArea::new(overflow * slot_len),
+                msghdr,
+            }),
+            released: false,
             socket,
-            scratch: OverflowArea::new(overflow * slot_len),
+            port,
             scratch_free: (0..overflow as u16).rev().collect(),
             slot_len,
             slots,
@@ -211,7 +241,6 @@ impl Receiver {
             batch,
             armed: false,
             arms: 0,
-            msghdr,
             cqes: Vec::with_capacity(8192),
             wake_by: None,
             failed: None,
@@ -226,14 +255,15 @@ impl Receiver {
         if (bid as usize) < self.slots {
             self.worker.pool().buf_ptr(u32::from(bid))
         } else {
-            self.scratch
+            self.lent
+                .scratch
                 .buffer(bid as usize - self.slots, self.slot_len)
         }
     }
 
     fn give(&mut self, bid: u16) {
         let ptr = self.buffer(bid);
-        self.bufs.push(ptr, self.slot_len, bid);
+        self.lent.bufs.push(ptr, self.slot_len, bid);
         self.in_ring += 1;
         if (bid as usize) < self.slots {
             self.worker.lent += 1;
@@ -255,17 +285,17 @@ impl Receiver {
                 self.give(self.slots as u16 + k);
             }
         }
-        self.bufs.publish();
+        self.lent.bufs.publish();
     }
 
     fn arm(&mut self) {
-        let entry = opcode::RecvMsgMulti::new(types::Fd(self.fd()), &*self.msghdr, BGID)
+        let entry = opcode::RecvMsgMulti::new(types::Fd(self.fd()), &*self.lent.msghdr, BGID)
             .build()
             .user_data(RECV);
         // SAFETY: the msghdr template and the buffer ring outlive the request: `run` does not
         // let them go while a request may be armed.
         // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
-        let pushed = unsafe { self.ring.submission().push(&entry) };
+        let pushed = unsafe { self.lent.ring.submission().push(&entry) };
         if pushed.is_ok() {
             self.armed = true;
             self.arms += 1;
@@ -279,7 +309,7 @@ impl Receiver {
     fn wait(&mut self, timeout: Duration) -> io::Result<()> {
         let ts = Timespec::from(timeout);
         let args = SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
+        match self.lent.ring.submitter().submit_with_args(1, &args) {
             Ok(_) => Ok(()),
             Err(e)
                 if matches!(
@@ -312,8 +342,10 @@ impl Receiver {
         let filled = res.max(0) as usize;
         // SAFETY: the kernel wrote `res` bytes into buffer `bid`, which it handed back to us.
         // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
+        // Kernel writes (freed memory poisoned and watched):
+        // `uring_multishot_engine_stops_under_traffic_without_a_write_after_free`.
         let buf = unsafe { std::slice::from_raw_parts(ptr, filled.min(self.slot_len)) };
-        let parsed = RecvMsgOut::parse(buf, &self.msghdr).ok().map(|out| {
+        let parsed = RecvMsgOut::parse(buf, &self.lent.msghdr).ok().map(|out| {
             let mut meta = RecvMeta {
                 len: out.payload_data().len(),
                 truncated: out.is_payload_truncated(),
@@ -367,7 +399,7 @@ impl Receiver {
         let cancel = opcode::AsyncCancel::new(RECV).build().user_data(CANCEL);
         // SAFETY: a cancel entry references no memory.
         // Checked by: `uring_multishot_accounts_for_every_datagram` (ASan).
-        let _ = unsafe { self.ring.submission().push(&cancel) };
+        let _ = unsafe { self.lent.ring.submission().push(&cancel) };
         let start = std::time::Instant::now();
         while self.armed && start.elapsed() < CANCEL_WAIT {
             let _ = self.wait(Duration::from_millis(10));
@@ -386,6 +418,7 @@ impl Receiver {
     /// the kernel may still write) the ring's own end.
     fn run(mut self) -> io::Result<()> {
         run_loop(&mut self);
+        let result = self.failed.take().map_or(Ok(()), Err);
         if self.armed {
             tracing::error!(
                 "multishot receive could not be cancelled within {CANCEL_WAIT:?}; its io_uring, \
@@ -393,20 +426,39 @@ impl Receiver {
             );
             self.worker.counts.leaked_rings += 1;
             self.worker.wake(sys::monotonic_ns());
-            let pool: Arc<SlotPool> = self.worker.pool_arc();
-            let result = self.failed.take().map_or(Ok(()), Err);
-            std::mem::forget(pool);
-            std::mem::forget(self);
+            // `Drop` keeps what is lent.
             return result;
         }
-        let _ = self.ring.submitter().unregister_buf_ring(BGID);
-        self.failed.take().map_or(Ok(()), Err)
+        if self.lent.ring.submitter().unregister_buf_ring(BGID).is_ok() {
+            self.released = true;
+        } else {
+            self.worker.counts.leaked_rings += 1;
+        }
+        result
     }
 
     fn collect(&mut self) {
         self.cqes.clear();
-        for cqe in self.ring.completion() {
+        for cqe in self.lent.ring.completion() {
             self.cqes.push((cqe.result(), cqe.flags(), cqe.user_data()));
+        }
+    }
+}
+
+impl Drop for Receiver {
+    /// Frees what was lent only once the kernel let go of it ([`Receiver::run`] says so);
+    /// otherwise — a panic on the thread, a request that would not end — keeps it, and the
+    /// slot pool, for the rest of the process.
+    fn drop(&mut self) {
+        if self.released {
+            // SAFETY: dropped once, here; nothing uses `lent` after this.
+            // Checked by: `uring_multishot_engine_stops_under_traffic_without_a_write_after_free`.
+            unsafe { ManuallyDrop::drop(&mut self.lent) };
+        } else {
+            // SAFETY: taken once, here, to be kept; nothing uses `lent` after this.
+            // Checked by: `a_panic_in_a_multishot_receive_keeps_the_lent_memory`.
+            let lent = unsafe { ManuallyDrop::take(&mut self.lent) };
+            lent::keep_for_good((lent, self.worker.pool_arc()), "uring-multishot receive");
         }
     }
 }
@@ -433,6 +485,11 @@ impl ReceiveSide for Receiver {
         }
         if !self.armed && self.in_ring > 0 && !stopping {
             self.arm();
+        }
+        if self.armed && lent::receive_panic_due(self.port) {
+            // Tests: a panic with the request armed.
+            let _ = self.lent.ring.submit();
+            panic!("injected panic in a uring-multishot receive (tests)");
         }
         let mut wait = if self.armed && !stopping {
             ARMED_WAIT

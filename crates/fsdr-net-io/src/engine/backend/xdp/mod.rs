@@ -96,9 +96,15 @@ impl ReceiveBackend for Xdp {
         let worker_cfg = cfg.clone();
         let handle = spawn_receive_thread(0, &cfg.threads, move || {
             let worker = Worker::new(0, shared, end, &worker_cfg, batch);
+            let port = socket
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .map_or(0, |a| a.port());
             let mut side = XdpSide {
                 worker,
                 msgs: RecvBatch::new(batch),
+                port,
                 socket,
                 batch,
                 wake_by: None,
@@ -121,6 +127,8 @@ struct XdpSide {
     worker: Worker,
     msgs: RecvBatch,
     socket: Socket,
+    /// The socket's port (the panic hook's key).
+    port: u16,
     batch: usize,
     wake_by: Option<u64>,
     /// Passes made.
@@ -255,6 +263,10 @@ impl ReceiveSide for XdpSide {
             self.worker.counts.recv_calls += 1;
         }
         let from_ring = self.take_ring();
+        if from_ring > 0 && crate::lent::receive_panic_due(self.port) {
+            // Tests: a panic with every frame of the UMEM lent to the kernel or in the ring.
+            panic!("injected panic in an xdp receive (tests)");
+        }
         if from_ring == 0 && self.worker.pauses() && self.rx.ready() > 0 {
             return Pass::NoRoom;
         }

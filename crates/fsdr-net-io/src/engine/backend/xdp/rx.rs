@@ -14,7 +14,7 @@ use super::super::super::config::XdpMode;
 use super::frame::{Udp, parse_frame};
 use crate::Error;
 use crate::sys::ebpf::{UdpMatch, XdpAttach, XdpLink, XdpProgram, XskMap};
-use crate::sys::xsk::{XDP_PKT_CONTD, XdpDesc, XskOptions, XskSocket, XskStats};
+use crate::sys::xsk::{XDP_PKT_CONTD, XskOptions, XskSocket, XskStats};
 
 /// What the thread owns: the socket, the map and program, the link (dropped with it).
 struct Setup {
@@ -130,7 +130,7 @@ impl Setup {
         })?;
         let map = XskMap::create(cfg.xdp.queue + 1)
             .map_err(|e| unsupported(cfg, explain("creating the XSK map", &e)))?;
-        map.set(cfg.xdp.queue, xsk.as_fd())
+        map.set(cfg.xdp.queue, &xsk)
             .map_err(|e| unsupported(cfg, explain("adding the socket to the XSK map", &e)))?;
         let program = XdpProgram::load(&m, &map, opts.multi_buffer)
             .map_err(|e| unsupported(cfg, explain("loading the XDP program", &e)))?;
@@ -185,24 +185,33 @@ fn udp_match(cfg: &EngineConfig, local: SocketAddr) -> UdpMatch {
     m
 }
 
-/// One whole packet in the ring: its descriptors (several with multi-buffer).
+/// One whole packet in the ring: its descriptors (several with multi-buffer), the RX ring's
+/// entries `first..end` after its consumer index.
 pub(crate) struct Frame<'a> {
     xsk: &'a XskSocket,
-    descs: &'a [XdpDesc],
+    first: u32,
+    end: u32,
 }
 
 impl Frame<'_> {
+    /// The bytes of each descriptor in turn; `None` for one outside the UMEM.
+    fn parts(&self) -> impl Iterator<Item = Option<&[u8]>> {
+        (self.first..self.end).map(|k| self.xsk.frame(k))
+    }
+
     /// The UDP datagram it carries, when its headers check out.
     pub(crate) fn udp(&self) -> Option<Udp> {
-        let total: usize = self.descs.iter().map(|d| d.len as usize).sum();
-        let head = self.xsk.bytes(self.descs.first()?)?;
+        let total: usize = (self.first..self.end)
+            .map(|k| self.xsk.desc(k).map_or(0, |d| d.len as usize))
+            .sum();
+        let head = self.xsk.frame(self.first)?;
         parse_frame(head, total)
     }
 
     /// The start of `udp`'s payload as far as the first descriptor holds it (a format's
     /// header, for the frames of any link): to read before the payload is written.
     pub(crate) fn payload_head(&self, udp: &Udp) -> &[u8] {
-        let Some(b) = self.descs.first().and_then(|d| self.xsk.bytes(d)) else {
+        let Some(b) = self.xsk.frame(self.first) else {
             return &[];
         };
         let end = udp.offset.saturating_add(udp.len).min(b.len());
@@ -212,12 +221,12 @@ impl Frame<'_> {
     /// Hands the payload of `udp` to `out` in order, over the packet's descriptors; false
     /// (and nothing handed out) when a descriptor lies outside the UMEM.
     pub(crate) fn payload(&self, udp: &Udp, mut out: impl FnMut(&[u8])) -> bool {
-        if self.descs.iter().any(|d| self.xsk.bytes(d).is_none()) {
+        if self.parts().any(|b| b.is_none()) {
             return false;
         }
         let (mut skip, mut left) = (udp.offset, udp.len);
-        for d in self.descs {
-            let b = self.xsk.bytes(d).unwrap_or_default();
+        for b in self.parts() {
+            let b = b.unwrap_or_default();
             if skip >= b.len() {
                 skip -= b.len();
                 continue;
@@ -237,8 +246,6 @@ impl Frame<'_> {
 /// An AF_XDP receive attached to an interface queue: see the [module documentation](self).
 pub(crate) struct XdpRx {
     setup: Setup,
-    /// The descriptors of the packet being read.
-    packet: Vec<XdpDesc>,
 }
 
 impl XdpRx {
@@ -247,10 +254,7 @@ impl XdpRx {
     pub(crate) fn open(cfg: &EngineConfig, socket: &Socket) -> Result<XdpRx, Error> {
         let mut setup = Setup::new(cfg, socket)?;
         setup.xsk.fill_all();
-        Ok(XdpRx {
-            setup,
-            packet: Vec::with_capacity(4),
-        })
+        Ok(XdpRx { setup })
     }
 
     /// RX descriptors ready.
@@ -265,7 +269,7 @@ impl XdpRx {
         use nix::poll::{PollFd, PollFlags, ppoll};
         use nix::sys::time::TimeSpec;
         let mut fds = [
-            PollFd::new(self.setup.xsk.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.setup.xsk.fd(), PollFlags::POLLIN),
             PollFd::new(socket.as_fd(), PollFlags::POLLIN),
         ];
         let t = TimeSpec::from_duration(std::time::Duration::from_nanos(timeout_ns));
@@ -294,15 +298,13 @@ impl XdpRx {
     /// the packet stays in the ring for later); their frames go back to the kernel. Returns
     /// how many were taken.
     pub(crate) fn take(&mut self, max: usize, mut each: impl FnMut(Frame<'_>) -> bool) -> usize {
-        let ready = self.setup.xsk.ready();
+        let xsk = &self.setup.xsk;
+        let ready = xsk.ready();
         let (mut k, mut taken) = (0u32, 0usize);
         while k < ready && taken < max {
-            self.packet.clear();
             let (mut end, mut whole) = (k, false);
-            while end < ready {
-                let d = self.setup.xsk.desc(end);
+            while let Some(d) = xsk.desc(end) {
                 end += 1;
-                self.packet.push(d);
                 if d.options & XDP_PKT_CONTD == 0 {
                     whole = true;
                     break;
@@ -312,16 +314,9 @@ impl XdpRx {
             if !whole {
                 break;
             }
-            let frame = Frame {
-                xsk: &self.setup.xsk,
-                descs: &self.packet,
-            };
+            let frame = Frame { xsk, first: k, end };
             if !each(frame) {
                 break;
-            }
-            for i in 0..self.packet.len() {
-                let addr = self.packet[i].addr;
-                self.setup.xsk.recycle(addr);
             }
             k = end;
             taken += 1;
@@ -329,5 +324,65 @@ impl XdpRx {
         self.setup.xsk.release(k);
         self.setup.xsk.fill_all();
         taken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::Backend;
+    use crate::netns::TestLink;
+
+    /// A frame is read only through a descriptor the kernel published, and given back only by
+    /// releasing it: no descriptor past the ring's producer is read, no frame in the fill ring
+    /// can be borrowed, and the bytes of a published frame do not change while more traffic
+    /// arrives (the kernel writes other frames) until it is released.
+    #[test]
+    fn xdp_frames_are_lent_only_while_published() {
+        let Some(link) = TestLink::for_backend(Backend::Xdp) else {
+            return;
+        };
+        let cfg = link.config();
+        link.receive(|| {
+            let opened = crate::socket::open_socket(&cfg.socket, false).unwrap();
+            let socket = opened.socket;
+            let mut rx = XdpRx::open(&cfg, &socket).unwrap();
+            let to = socket.local_addr().unwrap().as_socket().unwrap();
+            let xsk = &rx.setup.xsk;
+            assert_eq!(xsk.ready(), 0);
+            // Every frame is in the fill ring: none can be read.
+            assert!(xsk.desc(0).is_none() && xsk.frame(0).is_none());
+            let send = |n: u8| {
+                link.send(|| {
+                    let tx = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+                    for i in 0..n {
+                        tx.send_to(&[i; 300], to).unwrap();
+                    }
+                })
+            };
+            send(3);
+            let until = Instant::now() + Duration::from_secs(5);
+            while rx.ready() < 3 && Instant::now() < until {
+                rx.poll(&socket, 10_000_000);
+            }
+            let xsk = &rx.setup.xsk;
+            let ready = xsk.ready();
+            assert!(ready >= 3, "{ready} published");
+            assert!(xsk.desc(ready).is_none() && xsk.frame(ready).is_none());
+            let before: Vec<Vec<u8>> = (0..ready).map(|k| xsk.frame(k).unwrap().to_vec()).collect();
+            let live = xsk.frame(0).unwrap();
+            // More traffic lands in other frames while these are held.
+            send(32);
+            let _ = xsk.wait(50);
+            assert_eq!(live, &before[0][..]);
+            for (k, b) in before.iter().enumerate() {
+                assert_eq!(xsk.frame(k as u32).unwrap(), &b[..], "frame {k} changed");
+            }
+            // Released, the frames go back to the kernel through the fill ring.
+            let taken = rx.take(usize::MAX, |_| true);
+            assert!(taken >= 3);
+        });
     }
 }

@@ -138,6 +138,39 @@ impl IfContext {
             .collect()
     }
 
+    /// The fields a DIFI standard context packet carries ([`DIFI_STANDARD_CIF0`]) that this
+    /// context does not set, by their names here: a DIFI sender states every one (DIFI
+    /// requires them; VITA-49.2 leaves a field it does not know out, its CIF0 bit clear).
+    ///
+    /// ```
+    /// use fsdr_net_io::format::vrt::context::IfContext;
+    /// let ctx = IfContext { rf_ref_freq_hz: Some(2.4e9), ..IfContext::default() };
+    /// assert!(ctx.difi_missing().contains(&"bandwidth_hz"));
+    /// assert!(!ctx.difi_missing().contains(&"rf_ref_freq_hz"));
+    /// ```
+    pub fn difi_missing(&self) -> Vec<&'static str> {
+        [
+            ("reference_point_id", self.reference_point_id.is_none()),
+            ("bandwidth_hz", self.bandwidth_hz.is_none()),
+            ("if_ref_freq_hz", self.if_ref_freq_hz.is_none()),
+            ("rf_ref_freq_hz", self.rf_ref_freq_hz.is_none()),
+            ("if_band_offset_hz", self.if_band_offset_hz.is_none()),
+            ("reference_level_dbm", self.reference_level_dbm.is_none()),
+            ("gain_db", self.gain_db.is_none()),
+            ("sample_rate_sps", self.sample_rate_sps.is_none()),
+            (
+                "timestamp_adjustment_fs",
+                self.timestamp_adjustment_fs.is_none(),
+            ),
+            ("timestamp_cal_time", self.timestamp_cal_time.is_none()),
+            ("state_indicators", self.state_indicators.is_none()),
+            ("payload_format", self.payload_format.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(name, missing)| missing.then_some(name))
+        .collect()
+    }
+
     /// Whether any field other than the timestamps and the change indicator differs.
     pub fn settings_differ(&self, other: &IfContext) -> bool {
         let strip = |c: &IfContext| IfContext {
@@ -372,8 +405,10 @@ impl PacketTime {
 }
 
 /// Builds a context packet stating `ctx` (timestamps from `sample_count` and
-/// `ctx.integer_seconds`), with packet count `count` (4 bits). With `ctx.class_id` of DIFI's
-/// standard context class, the fields DIFI requires and `ctx` leaves out are sent as zero.
+/// `ctx.integer_seconds`), with packet count `count` (4 bits). A field `ctx` leaves out is
+/// not in the packet (its CIF0 bit clear: VITA-49.2's "not stated"), never a zero; with
+/// `ctx.class_id` of DIFI's standard context class every field DIFI requires must be set
+/// ([`IfContext::difi_missing`]), or it is an error.
 pub fn emit_context(
     ctx: &IfContext,
     count: u8,
@@ -391,6 +426,13 @@ pub fn emit_context_at(
     let mut p = Vrt::new_context_packet();
     p.set_stream_id(Some(ctx.stream_id.unwrap_or(0)));
     let difi_standard = ctx.class_id == Some((DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS));
+    let missing = ctx.difi_missing();
+    if difi_standard && !missing.is_empty() {
+        return Err(FormatError::Context(format!(
+            "a DIFI standard context packet states every field DIFI requires; not set: {}",
+            missing.join(", ")
+        )));
+    }
     if let Some((oui, info, class)) = ctx.class_id {
         let mut id = vita49::ClassIdentifier::default();
         id.set_oui(oui);
@@ -444,27 +486,18 @@ pub fn emit_context_at(
     }
     let c = p.payload_mut().context_mut().map_err(vita)?;
     c.set_context_changed(ctx.changed);
-    let zero_if_difi = |v: Option<f64>| v.or(difi_standard.then_some(0.0));
-    c.set_reference_point_id(ctx.reference_point_id.or(difi_standard.then_some(0)));
-    c.set_bandwidth_hz(zero_if_difi(ctx.bandwidth_hz));
-    c.set_if_ref_freq_hz(zero_if_difi(ctx.if_ref_freq_hz));
-    c.set_rf_ref_freq_hz(zero_if_difi(ctx.rf_ref_freq_hz));
+    c.set_reference_point_id(ctx.reference_point_id);
+    c.set_bandwidth_hz(ctx.bandwidth_hz);
+    c.set_if_ref_freq_hz(ctx.if_ref_freq_hz);
+    c.set_rf_ref_freq_hz(ctx.rf_ref_freq_hz);
     c.set_rf_ref_freq_offset_hz(ctx.rf_offset_hz);
-    c.set_if_band_offset_hz(zero_if_difi(ctx.if_band_offset_hz));
-    c.set_reference_level_db(ctx.reference_level_dbm.or(difi_standard.then_some(0.0)));
-    c.set_gain(
-        ctx.gain_db
-            .or(difi_standard.then_some((0.0, 0.0)))
-            .map(|(a, b)| Gain::new(a, b)),
-    );
+    c.set_if_band_offset_hz(ctx.if_band_offset_hz);
+    c.set_reference_level_db(ctx.reference_level_dbm);
+    c.set_gain(ctx.gain_db.map(|(a, b)| Gain::new(a, b)));
     c.set_over_range_count(ctx.over_range_count);
-    c.set_sample_rate_sps(zero_if_difi(ctx.sample_rate_sps));
-    c.set_timestamp_adjustment(
-        ctx.timestamp_adjustment_fs
-            .or(difi_standard.then_some(0))
-            .map(|v| v as u64),
-    );
-    c.set_timestamp_cal_time(ctx.timestamp_cal_time.or(difi_standard.then_some(0)));
+    c.set_sample_rate_sps(ctx.sample_rate_sps);
+    c.set_timestamp_adjustment(ctx.timestamp_adjustment_fs.map(|v| v as u64));
+    c.set_timestamp_cal_time(ctx.timestamp_cal_time);
     c.set_temperature(
         ctx.temperature_c
             .map(|t| i32::from((t * 64.0).round() as i16) & 0xffff),
@@ -475,8 +508,8 @@ pub fn emit_context_at(
         d.set_device_code(code);
         d
     }));
-    c.set_state_indicators(ctx.state_indicators.or(difi_standard.then_some(0)));
-    c.set_signal_data_payload_format(ctx.payload_format.or(difi_standard.then_some(0)));
+    c.set_state_indicators(ctx.state_indicators);
+    c.set_signal_data_payload_format(ctx.payload_format);
     p.update_packet_size();
     p.to_bytes().map_err(vita)
 }

@@ -130,9 +130,13 @@ fn fixed_point_fields_are_the_standards_words() {
 fn difi_standard_context_is_recognised_and_validated() {
     let mut ctx = IfContext {
         stream_id: Some(1),
-        sample_rate_sps: Some(10e6),
         class_id: Some((DIFI_OUI, DIFI_INFO_CLASS, DIFI_CONTEXT_CLASS)),
-        ..IfContext::default()
+        rf_offset_hz: None,
+        over_range_count: None,
+        temperature_c: None,
+        device_id: None,
+        integer_seconds: None,
+        ..full()
     };
     ctx.changed = true;
     let b = emit_context(&ctx, 0, Some(0)).unwrap();
@@ -143,6 +147,18 @@ fn difi_standard_context_is_recognised_and_validated() {
     let b = emit_context(&ctx, 0, Some(0)).unwrap();
     let back = parse_context(&b).unwrap();
     assert_eq!(back.difi, Some(Difi::StandardContext { complete: false }));
+    // A DIFI class with a required field not set is not built (no zero stands in for it).
+    let e = emit_context(
+        &IfContext {
+            gain_db: None,
+            over_range_count: None,
+            ..ctx.clone()
+        },
+        0,
+        Some(0),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("not set: gain_db"), "{e}");
     // Not DIFI without its class ID.
     ctx.class_id = Some((0x00_1234, 0, 1));
     let b = emit_context(&ctx, 0, Some(0)).unwrap();

@@ -6,7 +6,7 @@
 //! ```
 //! use fsdr_net_io::Stats;
 //! use fsdr_net_io::diagnosis::explain;
-//! use fsdr_net_io::host::{Load, LoadMeter};
+//! use fsdr_net_io::diagnosis::{Load, LoadMeter};
 //!
 //! let meter = LoadMeter::start();
 //! // … receive; here, a run in which the kernel dropped 120 datagrams …
@@ -18,8 +18,10 @@
 //! assert!(explain(&stats, 0, Some(&busy))[0].contains("other processes used 45%"));
 //! ```
 
-use crate::host::Load;
 use crate::stats::Stats;
+
+mod load;
+pub use load::{Load, LoadMeter};
 
 /// Share (0..=1) of the machine's CPU time above which another user of it is named.
 const NOTABLE: f64 = 0.05;

@@ -1,7 +1,9 @@
 //! [`SigmfSink`]: records a stream as a SigMF recording — the samples in a `.sigmf-data`
 //! file, and a `.sigmf-meta` written with the `wcsng-sigmf` library: datatype, sample rate,
 //! hardware and description, one capture segment per time discontinuity or retune (with the
-//! frequency and the UTC time of its first sample), and one annotation per gap.
+//! frequency and the UTC time of its first sample), one annotation per gap, and what is
+//! known of a lost end: zeros annotated with their count where the stream's length is
+//! known, a note in the description where only its missing end of burst shows it.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -19,7 +21,11 @@ use sigmf::validation::ValidationPolicy;
 
 use crate::io::depacketizer::RxTime;
 use crate::io::sample::Item;
-use crate::{Error, TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME};
+use crate::{TAG_EOB, TAG_MISSED, TAG_MISSED_ITEMS, TAG_TIME};
+
+mod builder;
+
+pub use builder::SigmfSinkBuilder;
 
 /// The SigMF version the metadata declares.
 const SIGMF_VERSION: &str = "1.2.6";
@@ -66,90 +72,19 @@ struct Segment {
     time: Option<RxTime>,
 }
 
-/// Builds a [`SigmfSink`].
-#[derive(Debug, Clone)]
-pub struct SigmfSinkBuilder<T> {
-    path: PathBuf,
-    info: GlobalInfo,
-    _items: std::marker::PhantomData<T>,
+/// What the sink knows of where its stream should end.
+#[derive(Debug, Clone, Copy, Default)]
+struct EndKnown {
+    /// The stream's length (samples).
+    samples: Option<u64>,
+    /// The sender ends its stream with an end of burst (`rx_eob` on the last item).
+    end_of_burst: bool,
 }
 
-impl<T: SigmfItem> SigmfSinkBuilder<T> {
-    /// `core:sample_rate` (also taken from the first `rx_rate` tag when not given).
-    pub fn sample_rate(mut self, sps: f64) -> Self {
-        self.info.sample_rate = Some(sps);
-        self
-    }
-
-    /// `core:hw`: the hardware that recorded.
-    pub fn hw(mut self, hw: impl Into<String>) -> Self {
-        self.info.hw = Some(hw.into());
-        self
-    }
-
-    /// `core:description`.
-    pub fn description(mut self, text: impl Into<String>) -> Self {
-        self.info.description = Some(text.into());
-        self
-    }
-
-    /// `core:frequency` of the first capture segment (later ones take it from `rx_freq`
-    /// tags).
-    pub fn frequency(mut self, hz: f64) -> Self {
-        self.info.frequency = Some(hz);
-        self
-    }
-
-    /// Creates the data file (replacing an existing one).
-    pub fn build(self) -> Result<SigmfSink<T>, Error> {
-        if let Some(r) = self
-            .info
-            .sample_rate
-            .filter(|r| !(r.is_finite() && *r > 0.0))
-        {
-            return Err(Error::config(format!(
-                "sample_rate {r} must be a positive number"
-            )));
-        }
-        if let Some(f) = self.info.frequency.filter(|f| !f.is_finite()) {
-            return Err(Error::config(format!("frequency {f} must be a number")));
-        }
-        let (data_path, meta_path) = paths(&self.path)?;
-        let file = File::create(&data_path)
-            .map_err(|e| Error::config(format!("creating {}: {e}", data_path.display())))?;
-        Ok(SigmfSink {
-            input: DefaultCpuReader::default(),
-            data: Some(BufWriter::with_capacity(1 << 20, file)),
-            data_path,
-            meta_path,
-            info: self.info,
-            items: 0,
-            tick_rate: None,
-            segments: Vec::new(),
-            annotations: Vec::new(),
-            rate: None,
-            rate_changes: Vec::new(),
-            written: None,
-        })
-    }
-}
-
-/// The data and metadata paths of a recording named by either file or by its base name.
-fn paths(path: &Path) -> Result<(PathBuf, PathBuf), Error> {
-    let s = path.to_string_lossy();
-    let base = s
-        .strip_suffix(".sigmf-data")
-        .or_else(|| s.strip_suffix(".sigmf-meta"))
-        .unwrap_or(&s)
-        .to_string();
-    if base.is_empty() {
-        return Err(Error::config("a SigMF recording needs a file name"));
-    }
-    Ok((
-        PathBuf::from(format!("{base}.sigmf-data")),
-        PathBuf::from(format!("{base}.sigmf-meta")),
-    ))
-}
+/// The note the description gets when the stream ended without its end of burst.
+const END_MISSING: &str = "The end of the stream is missing: it ended without the end of \
+    burst its sender marks its end with, so its last samples were lost; how many, nothing in \
+    the stream can say (fsdr-net).";
 
 /// Writes its input to a SigMF recording: the items as they are in memory (the datatype is
 /// [`SigmfItem::DATATYPE`]), and, when the input ends (or the flowgraph stops), the metadata:
@@ -157,7 +92,11 @@ fn paths(path: &Path) -> Result<(PathBuf, PathBuf), Error> {
 /// capture segment at the start and wherever the `rx_time` tags show a time discontinuity
 /// or an `rx_freq` tag a retune (`core:datetime` from the time, `core:frequency`); and one
 /// annotation per `rx_missed` tag (`core:sample_count` from `rx_missed_items`: the
-/// zero-filled samples, label `gap`, the frames missed in the comment).
+/// zero-filled samples, label `gap`, the frames missed in the comment). A stream known to
+/// have lost its end says so: with [`expected_samples`](SigmfSinkBuilder::expected_samples),
+/// its missing samples as zeros under a `gap` annotation with their count; with
+/// [`end_of_burst_ends`](SigmfSinkBuilder::end_of_burst_ends), a note in `core:description`
+/// when it ended without its end of burst.
 ///
 /// # Stream Inputs
 ///
@@ -213,6 +152,14 @@ pub struct SigmfSink<T: SigmfItem> {
     rate_changes: Vec<(u64, f64)>,
     /// The outcome of writing the recording, once written.
     written: Option<Result<(), String>>,
+    end: EndKnown,
+    /// The last item an `rx_eob` tag ended a burst on.
+    last_eob: Option<u64>,
+    /// The input ended (the stream did, not the flowgraph's run).
+    input_ended: bool,
+    /// What the recording says of a lost end: `Some(Some(n))` for n samples zero-filled,
+    /// `Some(None)` for an end lost uncounted.
+    missing_end: Option<Option<u64>>,
 }
 
 impl<T: SigmfItem> SigmfSink<T> {
@@ -221,6 +168,7 @@ impl<T: SigmfItem> SigmfSink<T> {
         SigmfSinkBuilder {
             path: path.as_ref().to_path_buf(),
             info: GlobalInfo::default(),
+            end: EndKnown::default(),
             _items: std::marker::PhantomData,
         }
     }
@@ -243,6 +191,14 @@ impl<T: SigmfItem> SigmfSink<T> {
     /// Whether the recording was completed, or why not (`None` while it runs).
     pub fn outcome(&self) -> Option<&Result<(), String>> {
         self.written.as_ref()
+    }
+
+    /// What the recording says of a lost end, once written: `Some(Some(n))` when its last
+    /// `n` samples did not arrive (zero-filled and annotated), `Some(None)` when the stream
+    /// ended without its end of burst (noted in the description), `None` when its end
+    /// arrived or nothing is known of it.
+    pub fn missing_end(&self) -> Option<Option<u64>> {
+        self.missing_end
     }
 
     fn rate(&self) -> Option<f64> {
@@ -269,6 +225,9 @@ impl<T: SigmfItem> SigmfSink<T> {
                     if let Some(&r) = v.downcast_ref::<f64>() {
                         self.rate_at(at, r);
                     }
+                }
+                Tag::NamedUsize(name, _) if name == TAG_EOB => {
+                    self.last_eob = Some(at);
                 }
                 Tag::NamedUsize(name, frames) if name == TAG_MISSED => {
                     missed = Some((at, *frames as u64));
@@ -371,8 +330,34 @@ impl<T: SigmfItem> SigmfSink<T> {
         self.written = Some(result);
     }
 
+    /// Where the input ended by itself, what is known of a lost end: the samples missing
+    /// from a known length, or an end of burst missing.
+    fn judge_end(&mut self) -> Option<Option<u64>> {
+        if !self.input_ended {
+            return None;
+        }
+        if let Some(n) = self.end.samples {
+            return (n > self.items).then_some(Some(n - self.items));
+        }
+        let seen = self.items > 0 && self.last_eob == Some(self.items - 1);
+        (self.end.end_of_burst && !seen).then_some(None)
+    }
+
     fn write_recording(&mut self) -> Result<(), String> {
         let mut data = self.data.take().ok_or("no data file")?;
+        self.missing_end = self.judge_end();
+        if let Some(Some(n)) = self.missing_end {
+            // The missing end as zeros, as a zero-filling source fills a gap.
+            let zeros = vec![0u8; 1 << 20];
+            let mut left = n * std::mem::size_of::<T>() as u64;
+            while left > 0 {
+                let k = left.min(zeros.len() as u64) as usize;
+                data.write_all(&zeros[..k]).map_err(|e| e.to_string())?;
+                left -= k as u64;
+            }
+            self.annotations.push((self.items, n, 0));
+            self.items += n;
+        }
         data.flush().map_err(|e| e.to_string())?;
         drop(data);
         let datatype = Datatype::from_str(T::DATATYPE).map_err(|e| e.to_string())?;
@@ -404,12 +389,18 @@ impl<T: SigmfItem> SigmfSink<T> {
             .annotations
             .iter()
             .map(|&(start, count, frames)| {
+                let comment = if start + count == self.items && self.missing_end.is_some() {
+                    format!(
+                        "the stream's end: its last {count} samples did not arrive, \
+                         zero-filled by fsdr-net"
+                    )
+                } else {
+                    format!("{frames} frames missed, {count} samples zero-filled by fsdr-net")
+                };
                 Annotation::builder(start)
                     .sample_count(count.max(1))
                     .label("gap")
-                    .comment(format!(
-                        "{frames} frames missed, {count} samples zero-filled by fsdr-net"
-                    ))
+                    .comment(comment)
                     .generator("fsdr-net")
                     .build()
                     .map_err(|e| e.to_string())
@@ -427,6 +418,9 @@ impl<T: SigmfItem> SigmfSink<T> {
                     .map_err(|e| e.to_string())
             }))
             .collect::<Result<Vec<_>, _>>()?;
+        // SigMF keeps annotations in sample order (a rate change can precede a gap).
+        let mut annotations = annotations;
+        annotations.sort_by_key(|a| a.sample_start);
         let mut meta = Metadata::new(Global::new(SIGMF_VERSION, datatype), annotations, captures);
         if let Some(r) = self.info.sample_rate {
             meta.set_sample_rate(r);
@@ -434,8 +428,13 @@ impl<T: SigmfItem> SigmfSink<T> {
         if let Some(hw) = &self.info.hw {
             meta.set_hw(hw.clone());
         }
-        if let Some(d) = &self.info.description {
-            meta.set_description(d.clone());
+        let description = match (&self.info.description, self.missing_end) {
+            (Some(d), Some(None)) => Some(format!("{d}. {END_MISSING}")),
+            (None, Some(None)) => Some(END_MISSING.to_string()),
+            (d, _) => d.clone(),
+        };
+        if let Some(d) = description {
+            meta.set_description(d);
         }
         meta.set_recorder(format!("fsdr-net {}", env!("CARGO_PKG_VERSION")));
         let mut f = File::open(&self.data_path).map_err(|e| e.to_string())?;
@@ -494,6 +493,7 @@ impl<T: SigmfItem> Kernel for SigmfSink<T> {
             self.input.consume(n);
         }
         if self.input.finished() {
+            self.input_ended = true;
             self.finish();
             io.finished = true;
         }
@@ -507,85 +507,4 @@ impl<T: SigmfItem> Kernel for SigmfSink<T> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tag(index: usize, tag: Tag) -> ItemTag {
-        ItemTag { index, tag }
-    }
-
-    fn time(ticks: u64) -> Tag {
-        let rx = RxTime {
-            ticks,
-            seconds: ticks as f64 / 200e6,
-            tick_rate: 200e6,
-        };
-        Tag::NamedAny(TAG_TIME.into(), Box::new(rx))
-    }
-
-    #[test]
-    fn segments_start_at_time_jumps_and_retunes_only() {
-        let dir = std::env::temp_dir().join(format!("fsdr-net-sigmf-unit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut sink = SigmfSink::<Complex<i16>>::builder(dir.join("r"))
-            .sample_rate(10e6)
-            .frequency(1e9)
-            .build()
-            .unwrap();
-        let t0 = 1_767_225_600 * 200_000_000u64;
-        // 20 ticks per sample: a tag at item 1000 that continues the stream is no segment.
-        sink.note_tags(0, &[tag(0, time(t0)), tag(1000, time(t0 + 20_000))]);
-        // A jump of one sample is.
-        sink.note_tags(2000, &[tag(0, time(t0 + 40_020))]);
-        // A retune starts one at its sample, with the extrapolated time.
-        sink.note_tags(
-            3000,
-            &[tag(5, Tag::NamedAny("rx_freq".into(), Box::new(2e9)))],
-        );
-        let starts: Vec<(u64, Option<f64>, Option<u64>)> = sink
-            .segments
-            .iter()
-            .map(|s| (s.start, s.frequency, s.time.map(|t| t.ticks)))
-            .collect();
-        assert_eq!(
-            starts,
-            [
-                (0, Some(1e9), Some(t0)),
-                (2000, Some(1e9), Some(t0 + 40_020)),
-                (3005, Some(2e9), Some(t0 + 40_020 + 1005 * 20)),
-            ]
-        );
-        let t = sink.segments[1].time.unwrap();
-        assert_eq!(iso8601(t).as_deref(), Some("2026-01-01T00:00:00.0002001Z"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// Review (first hour) item 4: a rate change from a context packet is not lost in the
-    /// recording: a capture segment starts there, an annotation says the new rate, and the
-    /// time after it is extrapolated at the new rate.
-    #[test]
-    fn a_rate_change_starts_a_segment_and_is_annotated() {
-        let dir = std::env::temp_dir().join(format!("fsdr-net-sigmf-rate-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut sink = SigmfSink::<Complex<i16>>::builder(dir.join("r"))
-            .frequency(1e9)
-            .build()
-            .unwrap();
-        let rate = |r: f64| Tag::NamedAny("rx_rate".into(), Box::new(r));
-        let t0 = 1_767_225_600 * 200_000_000u64;
-        sink.note_tags(0, &[tag(0, rate(10e6)), tag(0, time(t0))]);
-        sink.note_tags(1000, &[tag(0, rate(5e6))]);
-        assert_eq!(sink.info.sample_rate, Some(10e6));
-        assert_eq!(sink.rate_changes, [(1000, 5e6)]);
-        let starts: Vec<(u64, Option<u64>)> = sink
-            .segments
-            .iter()
-            .map(|s| (s.start, s.time.map(|t| t.ticks)))
-            .collect();
-        // 20 ticks a sample before the change, 40 after.
-        assert_eq!(starts, [(0, Some(t0)), (1000, Some(t0 + 20_000))]);
-        let at = sink.expected_time(1500).unwrap().ticks;
-        assert_eq!(at, t0 + 20_000 + 500 * 40);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+mod tests;

@@ -113,7 +113,7 @@ impl std::fmt::Display for Load {
 /// of `/proc`, no thread.
 ///
 /// ```
-/// use fsdr_net_io::host::LoadMeter;
+/// use fsdr_net_io::diagnosis::LoadMeter;
 ///
 /// let meter = LoadMeter::start();
 /// let mut x = 0u64;
