@@ -156,7 +156,11 @@ fn a_clock_set_back_is_a_restart_with_every_sample_delivered() {
                         ..Default::default()
                     };
                     assert_eq!(got.counts, counts, "{what}");
-                    assert!(got.tags.contains(&(3000, Tag::Time)), "{what}: {:?}", got.tags);
+                    assert!(
+                        got.tags.contains(&(3000, Tag::Time)),
+                        "{what}: {:?}",
+                        got.tags
+                    );
                 }
                 check_model(&sc);
             }
@@ -176,7 +180,11 @@ fn a_clock_and_counter_set_back_together_is_a_restart() {
             let got = run(&sc, Through::Pure);
             let items = indices(&got);
             let want = every_sample(6000);
-            assert!(items == want, "{kind:?} {back:?}: {}", first_difference(&items, &want));
+            assert!(
+                items == want,
+                "{kind:?} {back:?}: {}",
+                first_difference(&items, &want)
+            );
             assert_eq!(got.counts.resyncs, 1, "{kind:?} {back:?}: {:?}", got.counts);
             check_model(&sc);
         }
@@ -224,8 +232,15 @@ fn bursts_back_in_time_are_restarts_with_every_sample_delivered() {
         let got = run(&sc, through);
         let items = indices(&got);
         let want = every_sample(1101);
-        assert!(items == want, "{through:?}: {}", first_difference(&items, &want));
-        assert_eq!(got.counts.missed + got.counts.duplicates + got.counts.late, 0);
+        assert!(
+            items == want,
+            "{through:?}: {}",
+            first_difference(&items, &want)
+        );
+        assert_eq!(
+            got.counts.missed + got.counts.duplicates + got.counts.late,
+            0
+        );
     }
     check_model(&sc);
 }
@@ -243,9 +258,15 @@ fn a_loss_a_4_bit_counter_hides_before_a_rate_is_learnt_is_flagged() {
         for through in [Through::Pure, Through::Engine, Through::InPlace] {
             let got = run(&sc, through);
             let items: Vec<u64> = indices(&got).into_iter().flatten().collect();
-            let want: Vec<u64> = (0..100).chain((lost + 1) * 100..(lost + 60) * 100).collect();
+            let want: Vec<u64> = (0..100)
+                .chain((lost + 1) * 100..(lost + 60) * 100)
+                .collect();
             assert_eq!(items, want, "{lost} lost, {through:?}");
-            assert!(got.counts.ambiguous >= 1, "{lost} lost, {through:?}: {:?}", got.counts);
+            assert!(
+                got.counts.ambiguous >= 1,
+                "{lost} lost, {through:?}: {:?}",
+                got.counts
+            );
         }
         let sc = stream(Kind::VrtCount, 100, 0, ops);
         let got = run(&sc, Through::Pure);
@@ -272,7 +293,11 @@ fn a_late_packet_longer_than_the_others_is_placed_by_its_counter() {
         let got = run(&sc, through);
         let items = indices(&got);
         let want = every_sample(2060);
-        assert!(items == want, "{through:?}: {}", first_difference(&items, &want));
+        assert!(
+            items == want,
+            "{through:?}: {}",
+            first_difference(&items, &want)
+        );
         let counts = Counts {
             delivered: 20,
             reordered: 1,

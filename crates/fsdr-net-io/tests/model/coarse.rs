@@ -175,4 +175,3 @@ impl Scenario {
         self
     }
 }
-

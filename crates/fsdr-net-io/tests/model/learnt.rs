@@ -83,9 +83,11 @@ impl Scenario {
             // A step a period of lost packets could hold (a sample each) is that loss,
             // flagged, and zero-filled with the time as the learnt ratio shows it, within
             // its uncertainty over the step (the README's format table): not drawn, nor
-            // one within that uncertainty (a few hundredths) of it.
+            // one within that uncertainty (a few hundredths) of it. Moved to a quarter to
+            // three quarters of a period: far beyond what a stamp's rounding hides (the
+            // remainder alone could be a sample, which ticks of 2.4 samples do not show).
             if period > 16 && o.jump + o.jump / 32 + 2 * q + hidden >= period {
-                o.jump %= period / 2;
+                o.jump = period / 4 + o.jump % (period / 2);
             }
             // A clock set back by less than a stamp's rounding is inside it.
             if let Some(super::scenario::Back::By(x)) = o.back.as_mut() {
@@ -105,7 +107,10 @@ impl Scenario {
             lost |= self.ops[i].lose > 0;
             let stepped = i > 0 && (self.ops[i - 1].jump > 0 || self.ops[i - 1].eob_gap.is_some());
             let o = &mut self.ops[i];
-            if lost || stepped || o.jump > 0 || !matches!(o.back, Some(super::scenario::Back::By(_)))
+            if lost
+                || stepped
+                || o.jump > 0
+                || !matches!(o.back, Some(super::scenario::Back::By(_)))
             {
                 o.back = None;
             }

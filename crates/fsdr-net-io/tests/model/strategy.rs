@@ -161,21 +161,27 @@ pub fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
                 configured: !learnt,
             };
             let t0 = prop_oneof![Just(0u64), 0u64..1 << 40];
-            (prop::collection::vec(op(kind, spp, even, window), 1..200), content(spp), t0)
-                .prop_map(move |(ops, content, t0)| Scenario {
-                    kind,
-                    enc,
-                    // Converted to Complex<f32> (the main job's items).
-                    float: float && enc != Enc::Fc32,
-                    clock,
-                    spp,
-                    first_seq,
-                    window,
-                    ops: tidy(ops),
-                    content,
-                    t0,
-                }
-                .coarse()
-                .learnt())
+            (
+                prop::collection::vec(op(kind, spp, even, window), 1..200),
+                content(spp),
+                t0,
+            )
+                .prop_map(move |(ops, content, t0)| {
+                    Scenario {
+                        kind,
+                        enc,
+                        // Converted to Complex<f32> (the main job's items).
+                        float: float && enc != Enc::Fc32,
+                        clock,
+                        spp,
+                        first_seq,
+                        window,
+                        ops: tidy(ops),
+                        content,
+                        t0,
+                    }
+                    .coarse()
+                    .learnt()
+                })
         })
 }

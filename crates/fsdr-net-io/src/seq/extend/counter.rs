@@ -29,7 +29,9 @@ pub fn fingerprint(payload: &[u8]) -> u64 {
         for (i, lane) in lanes.iter_mut().enumerate() {
             let mut w = [0u8; 8];
             w.copy_from_slice(&c[8 * i..8 * i + 8]);
-            *lane = (*lane ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(29);
+            *lane = (*lane ^ u64::from_le_bytes(w))
+                .wrapping_mul(K)
+                .rotate_left(29);
         }
     }
     let mut h = (payload.len() as u64).wrapping_mul(K);
@@ -184,5 +186,4 @@ impl SeqExtender {
         let k = if d == 0 { self.period } else { d } as i64;
         Some((k, k != plain || (k > 1 && self.bits < 16 && !n.eob)))
     }
-
 }

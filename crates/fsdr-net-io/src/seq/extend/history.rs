@@ -131,7 +131,11 @@ impl SeqExtender {
         // Positions, and how far off each may be (the ratio's uncertainty, the stamps'
         // rounding).
         let slack = |pos: i128| self.timeline.tolerance(pos) + self.timeline.quantum();
-        let at = |s: &Seen| s.ticks.and_then(|t| self.timeline.place(t)).map(|pl| pl.pos);
+        let at = |s: &Seen| {
+            s.ticks
+                .and_then(|t| self.timeline.place(t))
+                .map(|pl| pl.pos)
+        };
         let start = place.pos;
         let end = start + self.units(p.payload);
         let least = self.timeline.least_packet();
@@ -152,9 +156,8 @@ impl SeqExtender {
             })
         };
         let fits_after = after.is_none_or(|a| {
-            at(&a).is_some_and(|s| {
-                end + (pos(a.ext) - q - 1) * least <= s + slack(start) + slack(s)
-            })
+            at(&a)
+                .is_some_and(|s| end + (pos(a.ext) - q - 1) * least <= s + slack(start) + slack(s))
         });
         if fits_before && fits_after {
             Behind::Late
@@ -208,7 +211,10 @@ impl SeqExtender {
         let nominal = self.units(self.nominal).max(1);
         let (est, max_back) = match (self.timeline.place(p.ticks?), n.start) {
             (Some(s), Some(ns)) => {
-                let (rel, tol) = (s.pos - ns, self.timeline.tolerance(s.pos) + self.timeline.quantum());
+                let (rel, tol) = (
+                    s.pos - ns,
+                    self.timeline.tolerance(s.pos) + self.timeline.quantum(),
+                );
                 (
                     rel as f64 / nominal as f64,
                     (-rel + tol) / self.timeline.least_packet(),
@@ -265,10 +271,7 @@ impl SeqExtender {
     pub(super) fn behind_untimed(&self, q: i128, print: u64, n: &Newest) -> Behind {
         match self.history.at(q, n.ext) {
             None => Behind::Late,
-            Some(s)
-                if s.print == Some(print)
-                    && !self.history.print_elsewhere(q, n.ext, print) =>
-            {
+            Some(s) if s.print == Some(print) && !self.history.print_elsewhere(q, n.ext, print) => {
                 Behind::Copy
             }
             Some(_) => Behind::Not,

@@ -20,7 +20,11 @@ pub(super) enum Proof {
 
 impl Proof {
     pub(super) fn unproven_if(unproven: bool) -> Self {
-        if unproven { Self::GapUnproven } else { Self::Exact }
+        if unproven {
+            Self::GapUnproven
+        } else {
+            Self::Exact
+        }
     }
 }
 
@@ -110,5 +114,4 @@ impl SeqExtender {
         let k = self.find_behind(d, est, max_back, p, n)?;
         Some((i64::try_from(k).ok()?, Proof::Exact))
     }
-
 }
