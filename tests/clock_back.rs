@@ -63,12 +63,15 @@ fn source(format: Format, receiver: Receiver) -> UdpSource<Complex<i16>> {
     b.build().expect("a source")
 }
 
+/// Items, tags (at their items' indices) and the source's counters of a run.
+type Received = (Vec<Complex<i16>>, Vec<(usize, Tag)>, SourceStats);
+
 /// What `starts`' bursts give through `receiver`: items, tags, the source's counters.
 fn round_trip(
     format: Format,
     receiver: Receiver,
     starts: &[(usize, Option<u64>)],
-) -> anyhow::Result<(Vec<Complex<i16>>, Vec<(usize, Tag)>, SourceStats)> {
+) -> anyhow::Result<Received> {
     futuresdr::runtime::config::set("ctrlport_enable", false);
     let src = source(format, receiver);
     let snk = UdpSink::<Complex<i16>>::builder(src.local_addr())
@@ -129,7 +132,7 @@ fn check(format: Format, starts: &[(usize, Option<u64>)]) {
         let times = times(&tags);
         for &(first, time) in starts {
             if let Some(t) = time {
-                assert!(times.contains(&(first, t as u64)), "{what}: {times:?}");
+                assert!(times.contains(&(first, t)), "{what}: {times:?}");
             }
         }
     }
