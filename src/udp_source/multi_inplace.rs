@@ -137,7 +137,8 @@ impl<T: Item> MultiInPlaceUdpSource<T> {
 
     /// Every counter: live while running, final after the source ended. `engine` adds up
     /// the receivers' counters (one socket each: `Stats::combined`); each output's
-    /// `datagrams` and `missed` are its receiver's `delivered` and `missed`.
+    /// `datagrams` are the data datagrams its receiver took (not the stream's context
+    /// packets, as `MultiUdpSource` counts them), `missed` its receiver's.
     pub fn stats(&self) -> MultiSourceStats {
         if let Some(s) = &self.final_stats {
             return s.clone();

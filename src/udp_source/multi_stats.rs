@@ -40,8 +40,10 @@ pub struct MultiSourceStats {
 
 impl MultiSourceStats {
     /// The counters of a source with one receiver (socket) per output: `engine` adds up
-    /// theirs (`Stats::combined`), each output's `datagrams` and `missed` are its
-    /// receiver's `delivered` and `missed` (none dropped behind a reader: `overflow` 0).
+    /// theirs (`Stats::combined`), each output's `datagrams` are the data datagrams its
+    /// receiver's depacketizer took (its `delivered` counts the stream's VRT context
+    /// packets too, which `MultiUdpSource` does not count in an output's `datagrams`), its
+    /// `missed` the receiver's (none dropped behind a reader: `overflow` 0).
     pub(super) fn of_receivers(
         selectors: &[fsdr_net_io::StreamSelector],
         each: impl IntoIterator<Item = super::SourceStats>,
@@ -59,7 +61,7 @@ impl MultiSourceStats {
                 .zip(&each)
                 .map(|(sel, s)| StreamStats {
                     selector: sel.to_string(),
-                    datagrams: s.engine.delivered,
+                    datagrams: s.stream.datagrams,
                     missed: s.engine.missed,
                     overflow: 0,
                     stream: s.stream,

@@ -14,6 +14,7 @@
 //! Shrunk failures are kept as unit tests at the end of this file.
 
 mod model {
+    pub mod coarse;
     pub mod learnt;
     pub mod reference;
     pub mod run;
@@ -24,7 +25,7 @@ mod model {
 
 use fsdr_net_io::seq::Ratio;
 use model::run::{Through, run_and_check};
-use model::scenario::{Clock, Enc, Kind, Op, Scenario};
+use model::scenario::{Clock, Content, Enc, Kind, Op, Scenario};
 use model::strategy::scenario;
 use proptest::prelude::*;
 
@@ -113,6 +114,8 @@ fn case(
         first_seq,
         window,
         ops,
+        content: Content::Ramp,
+        t0: 0,
     }
 }
 

@@ -352,14 +352,21 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         let c = self.cur.as_mut().expect("a current buffer");
         let mut event = SeqEvent::InOrder;
+        // What the format could not prove about its place (with no gap before it, a flag
+        // on the gap only is none).
+        let mut ambiguous = false;
         if let (Some(o), Some(w)) = (self.order.as_mut(), widened) {
             // is_next held: it goes out at once, in order, with no gap and nothing else.
             match o.push_next(w, &packet) {
-                Some(e) => event = e,
+                Some(e) => {
+                    event = e;
+                    ambiguous = w.ambiguous && !w.gap_only;
+                }
                 None => {
                     o.push(w, &packet, Entry::Placed, &mut self.released);
                     if let Some(r) = self.released.pop() {
                         event = r.event;
+                        ambiguous = r.ambiguous;
                     }
                 }
             }
@@ -400,6 +407,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let counters = &self.shared.engine.counters.consumer;
         counters.delivered.add(1);
         counters.delivered_bytes.add(payload as u64);
+        if ambiguous {
+            counters.ambiguous.add(1);
+        }
         self.span.delivered(arrival_ns, counters);
         Placement::Placed {
             full: payload == p.payload,

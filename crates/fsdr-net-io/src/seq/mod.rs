@@ -13,14 +13,19 @@
 //! | format | counter | time | loss | reorder | duplicate | restart | wrap |
 //! |---|---|---|---|---|---|---|---|
 //! | seq64, seq+size | 64 bits | none | exact (up to 2^20 frames; beyond: resync) | within the window; later: late | exact (history of 1024) | first number (1) out of turn, or 4 in a row far behind | never |
-//! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it; time other than whole packets (a short packet lost, or the told rates a little off) flagged `ambiguous` | within the window | exact | counter and time disagree; 0 out of turn after an end of burst | exact |
-//! | CHDR, ticks longer than half a sample (491.52 Msps at 200 MHz) | 16 bits | ticks, each stamp up to half a tick off | counted exactly, any length; sized as lost × largest payload; a count the time raised past the counter's flagged `ambiguous`, and a loss the time shows other than whole packets beyond the rounding (a short packet lost) | within the window | exact | counter and time disagree by more than the rounding; 0 within ⌈samples per tick⌉·2 + 1 of the wrap is taken for a loss | exact |
+//! | CHDR with timestamps | 16 bits | ticks | exact, any length: time sizes it; time other than whole packets (a short packet lost, or the told rates a little off) flagged `ambiguous`; a time step ahead with the counter one on that 65 536·m lost packets of a sample could fill is that loss, flagged; a loss beside a time step (more time than the lost packets hold, no period more fits it) is the counter's count, flagged, zero-filled for the packets | within the window | exact: a copy carries the stamp and length of the packet received at its place | counter and time disagree (the time set back: behind the newest packet where it is neither a copy nor a late packet whose time fits between its neighbours'), a restart, every sample delivered; 0 out of turn after an end of burst | exact |
+//! | CHDR, ticks longer than half a sample (491.52 Msps at 200 MHz) | 16 bits | ticks, each stamp up to half a tick off | counted exactly, any length; sized as lost × largest payload; a count the time raised past the counter's flagged `ambiguous`, and a loss the time shows other than whole packets beyond the rounding (a short packet lost) | within the window | exact | counter and time disagree by more than the rounding; 0 within ⌈samples per tick⌉·2 + 1 of the wrap is taken for a loss; a clock set back into the place of lost packets, or to before the stream's first two, within the rounding of fitting it is taken for a late packet | exact |
 //! | CHDR without timestamps | 16 bits | none | exact below 32768 packets; sized as lost × largest payload | within the window | exact | 0 out of turn, except within 1024 ahead (the wrap); one receive thread only (with several, packets far behind are late) | exact |
-//! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length; with picoseconds (a told sample rate), time other than whole packets flagged as for CHDR | within the window (≤ 7) | exact | counter and time disagree | exact |
+//! | VRT/DIFI, sample count or picoseconds | 4 bits | samples / ps | exact, any length; with picoseconds (a told sample rate), time other than whole packets flagged as for CHDR; a time step ahead is 16·m lost packets where they could fill it (flagged) | within the window (≤ 7) | as for CHDR | as for CHDR; a clock set back to the stamp and number (mod 16) of one of the last 1024 packets received is copies of them (`duplicates`) until it passes the newest, and one set back into the place of lost packets whose numbers it repeats, late ones of them | exact |
 //! | VRT, integer seconds + sample count | 4 bits | with the sample rate ([`StreamClock`]) | as above; without the rate: as without time | | | | |
-//! | VRT, free-running count | 4 bits | ticks at the told tick rate (the sample rate unless told) | as for CHDR with timestamps (or ticks longer than half a sample); a 16·m loss told by the time (and a time jump within the ticks' rounding of 16·m samples taken for one, flagged; with ticks longer than half a sample, a packet late across a jump so taken may, at a tie, take the other of two numbers 16 apart) | within the window (≤ 7) | exact | counter and time disagree | exact |
-//! | any with timestamps, rate learnt (none told) | | ticks at the learnt ratio | as above once a run pins the ratio; before the first consecutive pair, or where the ratio is too loose to place a packet, the counter (the stamps telling ahead from behind, the least time the ratio allows raising a 4-bit count), every such loss on a 4-bit counter flagged; a first pair that hid a time jump or 16·m lost is dropped at the next packet it cannot place, or replaced by the pairs after it: flagged, that loss not counted (or one restart); with a sample's bytes known (the blocks give them) a lost packet holds a sample at least, and ticks longer than half a sample pin no position and prove no raised count, as when told | a number stamped earlier than the newest one is behind, where the loose ratio puts it | exact (a duplicate of the newest carries its stamp) | counter and time disagree (the lost packets need more time than there is) | |
-//! | VRT without timestamps | 4 bits | none | lost mod 16 (16·m is invisible); 8–15 (mod 16) flagged `ambiguous` | within 3 | proven by the payload's fingerprint | not detectable | — |
+//! | VRT, free-running count | 4 bits | ticks at the told tick rate (the sample rate unless told) | as for CHDR with timestamps (or ticks longer than half a sample); a 16·m loss told by the time (and a time jump within the ticks' rounding of 16·m samples taken for one, flagged; with ticks longer than half a sample, a packet late across a jump so taken may, at a tie, take the other of two numbers 16 apart) | within the window (≤ 7) | as for VRT above | as for VRT above (a clock set back: a restart, every sample delivered) | exact |
+//! | any with timestamps, rate learnt (none told) | | ticks at the learnt ratio | as above once a run pins the ratio; before the first consecutive pair, or where the ratio is too loose to place a packet, the counter (the stamps telling ahead from behind, the least time the ratio allows raising a 4-bit count), every such loss on a 4-bit counter flagged; a first pair that hid a time jump or 16·m lost is dropped at the next packet it cannot place, or replaced by the pairs after it: flagged, that loss not counted (or one restart); with a sample's bytes known (the blocks give them) a lost packet holds a sample at least, and ticks longer than half a sample pin no position and prove no raised count, as when told; a gap the lost packets × the largest would make longer than its time is sized by the time as the ratio shows it (within its uncertainty: a time step a period of lost packets could fill, a loss after a packet longer than the others) | a number stamped earlier than the newest one is behind, where the loose ratio puts it; before a rate, one behind by more than the 1024 positions remembered is a restart | exact (a duplicate of the newest carries its stamp) | counter and time disagree (the lost packets need more time than there is); a clock set back is a restart as when told, but one set back into the place of lost packets, or right after a time step or a burst's end, within the ratio's uncertainty of fitting there is late ones of them; before a rate, a whole period of the counter lost right after the first packet is not counted (flagged where later pairs show that first pair wrong) | |
+//! | VRT without timestamps | 4 bits | none | lost mod 16 (16·m is invisible); 8–15 (mod 16) flagged `ambiguous` | within 3 | proven by the whole payload's fingerprint where no other of the last 1024 positions received it; repeating payloads (silence, a constant) prove nothing: new data after a loss, flagged | not detectable | — |
+//!
+//! A clock set back shows only with timestamps; a step shorter than the stamps' rounding
+//! (two ticks of a told clock, a tick longer than half a sample, a learnt ratio's
+//! uncertainty) is not seen. A packet from before a restart (or a clock set back) that
+//! arrives after it is placed in the stream after it: a loss or another restart.
 //!
 //! Rules behind the table:
 //! - **Time decides, the counter confirms** (formats with usable timestamps): every packet
@@ -41,10 +46,17 @@
 //!   period of the counter more. (Not so under the format's own clock, a VRT sample count
 //!   ([`Timebase::counts_samples`]): no told rate can make it wrong. A free-running count
 //!   told to tick at the sample rate is a told clock.)
+//! - **Behind, a copy or a late packet, or the clock went back**: a packet the time puts
+//!   behind the newest one is a copy of the packet received at the counter's number
+//!   nearest to where the time puts it (the same stamp and length), or a late one where
+//!   nothing was received there and its time lies between its received neighbours'
+//!   (before the stream's first packet, within half the counter's period of it); otherwise
+//!   the device's clock was set back: a restart, every sample delivered, time tagged.
 //! - **Without time, the nearest number**: ahead up to half the counter's period is a gap;
-//!   behind is late (position missed) or a duplicate — a duplicate only when the payload's
-//!   [`fingerprint`] equals the one received there. Different bytes at a received position
-//!   are new data after a long loss: delivered, counted `ambiguous`.
+//!   behind is late (position missed) or a duplicate — a duplicate only when the whole
+//!   payload's [`fingerprint`] equals the one received there and no other remembered
+//!   position received it (repeating payloads prove nothing). Otherwise, where something was
+//!   received there, new data after a long loss: delivered, counted `ambiguous`.
 //! - **Lost items**: from the timestamps where usable; otherwise lost packets × the largest
 //!   payload since the stream (re)started. A rate learnt from the stream sizes from the time
 //!   only where its stamps are exact as far as a run can tell (whole ticks a packet, each
@@ -84,7 +96,7 @@ mod stream;
 
 pub use clock::{Ratio, StreamClock, Timebase};
 pub use estimate::RateEstimate;
-pub use extend::{SeqExtender, SeqPacket, Widened, fingerprint};
+pub use extend::{GapSize, SeqExtender, SeqPacket, Widened, fingerprint};
 pub use reorder::{Released, Reorder};
 pub use stream::{Gap, Lead, StreamOrder, Tracking};
 
@@ -194,6 +206,9 @@ pub struct SeqTracker {
     next: Option<u64>,
     /// Position (unwrapped count) of `next`.
     position: u64,
+    /// Position of the stream's first datagram since it (re)started: one behind it was
+    /// never part of the stream, late (not a duplicate).
+    start: u64,
     /// Bit per recent position: set when that position was missed and has not arrived.
     missed: [u64; (HISTORY / 64) as usize],
     /// The last far-behind sequence number and how many consecutive ones led to it.
@@ -208,6 +223,7 @@ impl SeqTracker {
             cfg,
             next: None,
             position: 0,
+            start: 0,
             missed: [0; (HISTORY / 64) as usize],
             far_run: None,
         }
@@ -285,6 +301,7 @@ impl SeqTracker {
         self.far_run = None;
         self.missed = [0; (HISTORY / 64) as usize];
         self.next = Some(seq.wrapping_add(1) & self.mask);
+        self.start = self.position;
         self.position = self.position.wrapping_add(1);
     }
 
@@ -341,7 +358,9 @@ impl SeqTracker {
             }
             SeqOffset::Behind(n) => {
                 let p = self.position - n.min(self.position);
-                if self.is_missed(p) {
+                if n > self.position - self.start {
+                    SeqEvent::Late
+                } else if self.is_missed(p) {
                     self.bit(p, false);
                     SeqEvent::Late
                 } else {

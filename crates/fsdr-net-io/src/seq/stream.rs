@@ -159,12 +159,16 @@ struct Scale {
 struct Held<T> {
     item: T,
     start: Option<i128>,
+    /// [`Widened::size`].
+    size: super::GapSize,
     /// The timeline `start` is on.
     scale: Scale,
     units: i128,
     payload: usize,
     eob: bool,
     ambiguous: bool,
+    /// `ambiguous` is about the gap before it only ([`Widened::gap_only`]).
+    gap_only: bool,
 }
 
 /// The last datagram released for delivery.
@@ -258,7 +262,9 @@ impl<T> StreamOrder<T> {
             None => Widened {
                 ext: p.seq,
                 start: None,
+                size: super::GapSize::Positions,
                 ambiguous: false,
+                gap_only: false,
                 restart: false,
             },
         }
@@ -351,11 +357,13 @@ impl<T> StreamOrder<T> {
         let held = Held {
             item,
             start: w.start,
+            size: w.size,
             scale: self.scale(),
             units: self.units(p.payload),
             payload: p.payload,
             eob: p.eob,
             ambiguous: w.ambiguous,
+            gap_only: w.gap_only,
         };
         let mut scratch = std::mem::take(&mut self.scratch);
         // A restart's number lies far beyond any gap: the tracker resyncs on it.
@@ -415,7 +423,9 @@ impl<T> StreamOrder<T> {
         for r in from.drain(..) {
             let h = r.item;
             let mut gap = Gap::default();
-            let mut ambiguous = h.ambiguous;
+            // A flag on the gap before it only: withdrawn where late datagrams filled it.
+            let gapped = r.deliver && matches!(r.event, SeqEvent::Gap { .. });
+            let mut ambiguous = h.ambiguous && (gapped || !h.gap_only);
             if r.deliver {
                 match r.event {
                     SeqEvent::First | SeqEvent::Resync => self.nominal = h.payload,
@@ -433,11 +443,24 @@ impl<T> StreamOrder<T> {
                         ) if s >= e && scale == h.scale => Some((s - e) as u64 * scale.unit),
                         _ => None,
                     };
-                    let packets = missed * self.nominal as u64;
+                    let mut packets = missed * self.nominal as u64;
+                    // Beside a time jump, the packets'; the time's where the packets would be
+                    // longer (for the gap the extender saw, not where late datagrams filled
+                    // part of it), to whole samples.
+                    let by_time = match h.size {
+                        super::GapSize::Packets => None,
+                        super::GapSize::Time { units, frames } if frames == missed => {
+                            let unit = self.sample_bytes.max(1);
+                            let bytes = units.max(0) as u64 * h.scale.unit;
+                            packets = packets.min((bytes + unit / 2) / unit * unit);
+                            None
+                        }
+                        _ => by_time,
+                    };
                     // Bytes a learnt ratio gives: to whole samples, flagged where that rounds
                     // or where they are other than whole packets — as the extender flags a
                     // gap it sees, here also one a late datagram closed, which it never
-                    // sized (before: 167 bytes for 168, unflagged, after a short packet).
+                    // sized.
                     let by_time = match by_time {
                         Some(b) if h.scale.learnt => {
                             let unit = self.sample_bytes.max(1);

@@ -54,13 +54,35 @@ impl Scenario {
             self.spp = (self.spp + 1) & !1;
         }
         let n = self.ops.len();
+        // Before a run of pairs pins the ratio, losses, late packets and copies among the
+        // first packets keep what the counter alone tells: no loss of half the counter's
+        // period or more (16·m, 65 536·m are invisible before a rate; not counted, flagged
+        // where later pairs show the first one wrong: the README's format table), no
+        // time step, burst end, restart, packet size other than the stream's or clock set
+        // back (a ratio learnt across one is wrong until the pairs after it replace it).
+        // Packets lost or late there skip fewer than half the counter's period less one
+        // between two arrivals (the counter steps less than half its period), and fewer
+        // than the 1024 positions remembered: without a rate, a packet late across more
+        // is placed by nothing (a restart, the README says).
+        let mut skip = (self.kind.period() / 2 - 2).min(1000);
         for o in self.ops.iter_mut().take(WARM_UP) {
+            let (lose, delay, dup) = (o.lose.min(skip), o.delay, o.dup);
             *o = Default::default();
+            skip -= lose;
+            o.lose = lose;
+            if delay > 0 && skip > 0 {
+                (o.delay, skip) = (delay, skip - 1);
+            }
+            o.dup = dup;
         }
         for o in &mut self.ops {
             if o.delay > 0 {
                 o.short = 0;
             }
+            // A packet longer than the others makes the losses after it, sized from the
+            // packets where the ratio pins no position, longer than the time: sized by
+            // the time as the learnt ratio shows it, within its uncertainty (flagged).
+            o.long = 0;
         }
         // Samples a stamp's rounding may hide, and a restart's skipped numbers.
         let bytes = self.enc.bytes_per_sample() as u64;
@@ -76,14 +98,49 @@ impl Scenario {
             if period == 16 && o.jump + 2 * q + hidden >= 16 {
                 o.jump = 0;
             }
+            // A step a period of lost packets could hold (a sample each) is that loss,
+            // flagged, and zero-filled with the time as the learnt ratio shows it, within
+            // its uncertainty over the step (the README's format table): not drawn, nor
+            // one within that uncertainty (a few hundredths) of it. Moved to a quarter to
+            // three quarters of a period: far beyond what a stamp's rounding hides (the
+            // remainder alone could be a sample, which ticks of 2.4 samples do not show).
+            if period > 16 && o.jump + o.jump / 32 + 2 * q + hidden >= period {
+                o.jump = period / 4 + o.jump % (period / 2);
+            }
+            // A clock set back by less than a stamp's rounding is inside it.
+            if let Some(super::scenario::Back::By(x)) = o.back.as_mut() {
+                *x = (*x).max(hidden + 2 * q + 1);
+            }
         }
+        // A clock set back into a run of lost packets, its counter on a number of theirs,
+        // is a late one of them where its time fits their place (as when told); where it
+        // fits within the learnt ratio's uncertainty only, the model, which knows the
+        // time exactly, cannot say: no step back after a loss.
+        // (Nor a step back to a time the stream had passed, which after an earlier step
+        // back is one ahead, long enough for 16·m lost.)
+        // Nor right after a jump or a burst's end, where the ratio's positions come from
+        // before the step, as far off as its uncertainty over it.
+        let mut lost = false;
+        for i in 0..n {
+            lost |= self.ops[i].lose > 0;
+            let stepped = i > 0 && (self.ops[i - 1].jump > 0 || self.ops[i - 1].eob_gap.is_some());
+            let o = &mut self.ops[i];
+            if lost
+                || stepped
+                || o.jump > 0
+                || !matches!(o.back, Some(super::scenario::Back::By(_)))
+            {
+                o.back = None;
+            }
+        }
+        self.no_step_before_the_start();
         let steps: Vec<usize> = (0..n)
             .filter_map(|i| {
                 let o = &self.ops[i];
                 if o.jump > 0 {
                     Some(i)
                 } else {
-                    o.eob_gap.filter(|&g| g > 0).map(|_| i + 1)
+                    o.eob_gap.map(|_| i + 1)
                 }
             })
             .filter(|&after| after < n)
@@ -91,6 +148,12 @@ impl Scenario {
         for after in steps {
             self.ops[after].lose = 0;
             self.ops[after].delay = 0;
+            // Nor a counter restarted there: the ratio's uncertainty over the step leaves
+            // room for as many lost packets of a sample as it skipped.
+            self.ops[after].restart = false;
+            if after + 1 < n {
+                self.ops[after + 1].restart = false;
+            }
             for i in 0..after {
                 if i + self.ops[i].delay >= after {
                     self.ops[i].delay = 0;

@@ -1,14 +1,17 @@
 //! The reference model: from what the sender made and the order things arrived in, what an
 //! exact receiver delivers — every item (a sender's sample or a zero), every tag and every
 //! counter — as far as the format lets anyone know. It works on the sender's own positions
-//! and timeline, not on the receiver's data structures:
+//! and timeline, not on the receiver's data structures (long: the three steps below are one
+//! reading, top to bottom, of what the format allows):
 //!
 //! 1. **Perception**: where the format says each arriving packet belongs. With a usable
 //!    timestamp that is its true place (the rules of `seq::extend` for what a counter and a
 //!    time can tell, under the rates told, or learnt from the stream, which allows for no
 //!    told clock's error; a 4-bit counter's long loss with short packets in it is the
 //!    fewest packets the counter allows; where stamps a tick off size a loss from the
-//!    packets, one whose time is other than whole packets is flagged); without one, the
+//!    packets, one whose time is other than whole packets is flagged; behind the newest
+//!    packet, a copy carries the stamp received at its place and a late one fits between
+//!    its neighbours' times, else the clock went back: a restart); without one, the
 //!    nearest number
 //!    to the newest, a position behind being a duplicate only if it brings the same bytes
 //!    as were received there.
@@ -62,6 +65,11 @@ pub struct Expected {
 struct Perceived {
     pos: i128,
     ambiguous: bool,
+    /// What `ambiguous` says is the count or size of the gap before it only: not counted
+    /// where late packets fill that gap before it is delivered.
+    gap: bool,
+    /// A loss beside a time jump: the gap is sized from the packets.
+    beside: bool,
     restart: bool,
 }
 
@@ -70,9 +78,17 @@ struct Perceived {
 struct Newest {
     pos: i128,
     counter: u64,
+    /// The device's time at its first sample.
     start: u64,
     samples: u64,
     eob: bool,
+}
+
+/// A packet received at a position (formats with time): its time and samples.
+#[derive(Debug, Clone, Copy)]
+struct Received {
+    time: u64,
+    samples: u64,
 }
 
 const EPOCH: i128 = 1 << 60;
@@ -91,9 +107,15 @@ struct Model<'a> {
     nominal_seen: u64,
     /// Bytes received at each position (streams without time).
     prints: BTreeMap<i128, &'a [u8]>,
+    /// What was received at each position (streams with time), since the stream's
+    /// (re)start at `first`.
+    received: BTreeMap<i128, Received>,
+    first: i128,
     // Order.
     next: Option<i128>,
-    held: BTreeMap<i128, (usize, bool)>,
+    /// Where the stream (re)started: a position before it was never part of it (late).
+    order_first: i128,
+    held: BTreeMap<i128, (usize, (bool, bool))>,
     missed: BTreeSet<i128>,
     /// The last far-behind position the order stage judged, and how many consecutive ones
     /// led to it (anything else judged in between ends the run).
@@ -128,7 +150,10 @@ fn model<'a>(sc: &'a Scenario, stream: &'a [Sent]) -> Model<'a> {
         epoch: 0,
         nominal_seen: 0,
         prints: BTreeMap::new(),
+        received: BTreeMap::new(),
+        first: 0,
         next: None,
+        order_first: 0,
         held: BTreeMap::new(),
         missed: BTreeSet::new(),
         far_run: None,
@@ -172,6 +197,8 @@ impl<'a> Model<'a> {
             return Perceived {
                 pos,
                 ambiguous: false,
+                gap: false,
+                beside: false,
                 restart: false,
             };
         }
@@ -183,7 +210,7 @@ impl<'a> Model<'a> {
         } else {
             self.by_counter(s, &n, plain)
         };
-        let Some((k, ambiguous)) = decided else {
+        let Some((k, ambiguous, beside)) = decided else {
             self.epoch += EPOCH;
             self.nominal_seen = samples;
             let pos = self.epoch + s.counter as i128;
@@ -191,7 +218,12 @@ impl<'a> Model<'a> {
         };
         let pos = n.pos + k;
         if !self.sc.kind.timed() {
-            self.prints.insert(pos, &s.bytes);
+            self.prints.entry(pos).or_insert(&s.bytes);
+        } else {
+            self.received.entry(pos).or_insert(Received {
+                time: s.time,
+                samples,
+            });
         }
         if k > 0 {
             self.set_newest(s, pos);
@@ -199,15 +231,18 @@ impl<'a> Model<'a> {
         Perceived {
             pos,
             ambiguous,
+            // With time, every flag is about the gap before the packet.
+            gap: self.sc.kind.timed(),
+            beside,
             restart: false,
         }
     }
 
     /// A format with usable time: its true place, told with the counter's help.
-    fn by_time(&self, s: &Sent, n: &Newest, d: i128, plain: i128) -> Option<(i128, bool)> {
+    fn by_time(&self, s: &Sent, n: &Newest, d: i128, plain: i128) -> Option<(i128, bool, bool)> {
         let period = self.period;
         let nominal = self.nominal_seen as i128;
-        let (start, end) = (s.first as i128, (n.start + n.samples) as i128);
+        let (start, end) = (s.time as i128, (n.start + n.samples) as i128);
         if start >= end {
             let ahead = start - end;
             if n.eob {
@@ -216,7 +251,7 @@ impl<'a> Model<'a> {
                     return None;
                 }
                 let k = if d == 0 { period } else { d };
-                return Some((k, plain <= 0));
+                return Some((k, plain <= 0, false));
             }
             let lo = (ahead + nominal - 1) / nominal + 1;
             let k0 = if d == 0 { period } else { d };
@@ -248,46 +283,118 @@ impl<'a> Model<'a> {
                 let unproven = (!self.sc.exact_time() || self.sc.told_clock())
                     && k > 1
                     && ahead != (k - 1) * nominal;
-                return Some((k, (k != plain && !exact) || unproven));
+                return Some((k, (k != plain && !exact) || unproven, false));
             }
-            return (plain == 1).then_some((1, false));
+            // No count the time holds: with the counter one ahead a time jump; with the
+            // counter further ahead, where only a period more was too many for the time,
+            // the counter's count, flagged (a jump beside the loss, or lost packets longer
+            // than any seen), sized from the packets (the rest is the jump's).
+            if plain == 1 {
+                return Some((1, false, false));
+            }
+            return (k > k0 && k0 - 1 <= ahead).then_some((k0, true, true));
         }
-        // Behind: the counter's value nearest to the time's estimate in packets, each
-        // packet between holding at least one sample.
+        // Behind: of the counter's values that leave each packet between a sample at least,
+        // the one nearest to the time's estimate in packets where that is a copy of what was
+        // received there (the same time) or a packet never received whose time fits
+        // between its neighbours' — a late one. None such: the clock went back (or the
+        // counter and the time disagree otherwise), a restart.
         let rel = start - n.start as i128;
         if rel == 0 {
-            return (d == 0).then_some((0, false));
+            return (d == 0).then_some((0, false, false));
         }
         if rel > 0 {
             return None;
         }
         let est = rel as f64 / nominal as f64;
-        let mut best = None;
-        let mut k = if d == 0 { -period } else { d - period };
-        while -k <= -rel {
-            if best
-                .is_none_or(|(b, _): (i128, f64)| (k as f64 - est).abs() < (b as f64 - est).abs())
-            {
-                best = Some((k, 0.0));
-            }
+        let mut ks = Vec::new();
+        let k0 = if d == 0 { -period } else { d - period };
+        let mut k = k0;
+        // (Beyond what the receiver remembers only the nearest one.)
+        while -k <= (-rel).min(HISTORY.max(-k0)) {
+            ks.push(k);
             k -= period;
         }
-        best.map(|(k, _)| (k, false))
+        // Nearest first; on a tie the one nearer 0.
+        ks.sort_by(|a, b| {
+            let (da, db) = ((*a as f64 - est).abs(), (*b as f64 - est).abs());
+            da.partial_cmp(&db).unwrap().then(b.cmp(a))
+        });
+        // Before the stream's first packet nothing bounds a late one's place but the time's
+        // estimate: only the nearest number may lie there, less than half the counter's
+        // period before it, and only before the stream's start (not a restart).
+        ks.into_iter()
+            .enumerate()
+            .find(|&(i, k)| {
+                let q = n.pos + k;
+                if q < self.first {
+                    i == 0 && self.first - q < period / 2 && self.epoch == 0 && self.fits(q, s)
+                } else if n.pos - q >= HISTORY {
+                    // Beyond what is remembered: a straggler where the time puts it.
+                    (k as f64 - est).abs() < 1.0
+                } else {
+                    self.fits(q, s)
+                }
+            })
+            .map(|(_, k)| (k, false, false))
+    }
+
+    /// Whether packet `s` belongs at position `q` behind the newest one (within the last
+    /// `HISTORY` positions): a copy of the one received there (its time and length), or one
+    /// never received whose time lies between its received neighbours' (among those
+    /// positions), each packet between a sample at least — before the stream's first
+    /// packet, within as many of the largest packets of it.
+    fn fits(&self, q: i128, s: &Sent) -> bool {
+        let newest = self.newest.map_or(q, |n| n.pos);
+        if newest - q >= HISTORY {
+            return false;
+        }
+        if let Some(r) = self.received.get(&q) {
+            return r.time == s.time && r.samples == s.samples as u64;
+        }
+        let (t, end) = (s.time as i128, (s.time + s.samples as u64) as i128);
+        let oldest = newest - HISTORY + 1;
+        let after = self.received.range(q + 1..).next();
+        let fits_before = if q < self.first {
+            let nominal = self.nominal_seen as i128;
+            after.is_some_and(|(&b, r)| t >= r.time as i128 - (b - q) * nominal)
+        } else {
+            let before = self.received.range(oldest.max(self.first)..q).next_back();
+            before.is_none_or(|(&a, r)| t >= (r.time + r.samples) as i128 + (q - a - 1))
+        };
+        fits_before && after.is_none_or(|(&b, r)| end + (b - q - 1) <= r.time as i128)
     }
 
     /// A short counter without time: the nearest number; behind, a duplicate only when the
-    /// same bytes were received there. `None`: the restart number out of turn.
-    fn by_counter(&self, s: &Sent, n: &Newest, plain: i128) -> Option<(i128, bool)> {
+    /// payload proves it — the same bytes as were received there, and no other position
+    /// remembered (the last `HISTORY`) received them too (repeating payloads prove
+    /// nothing): otherwise, where something was received there, new data after a loss of
+    /// half the counter's period or more, flagged. `None`: the restart number out of turn.
+    fn by_counter(&self, s: &Sent, n: &Newest, plain: i128) -> Option<(i128, bool, bool)> {
         if self.restart_number(s, plain) {
             return None;
         }
         if plain <= 0 {
-            match self.prints.get(&(n.pos + plain)) {
-                Some(b) if *b != &s.bytes[..] => return Some((plain + self.period, true)),
-                _ => {}
+            let q = n.pos + plain;
+            if let Some(b) = self.prints.get(&q).filter(|_| n.pos - q < HISTORY) {
+                let mine = self.payload(&s.bytes);
+                let proven = self.payload(b) == mine
+                    && !self
+                        .prints
+                        .range(n.pos - HISTORY + 1..=n.pos)
+                        .any(|(&o, b)| o != q && self.payload(b) == mine);
+                if !proven {
+                    return Some((plain + self.period, true, false));
+                }
             }
         }
-        Some((plain, false))
+        Some((plain, false, false))
+    }
+
+    /// The payload of a datagram of the scenario's format.
+    fn payload<'b>(&self, bytes: &'b [u8]) -> &'b [u8] {
+        let info = self.sc.kind.format().parse(bytes).unwrap();
+        &bytes[info.payload()]
     }
 
     /// CHDR's restart number (0) out of turn, not just across the wrap.
@@ -301,7 +408,7 @@ impl<'a> Model<'a> {
         self.newest = Some(Newest {
             pos,
             counter: s.counter % self.period.max(1) as u64,
-            start: s.first,
+            start: s.time,
             samples: s.samples as u64,
             eob: s.eob,
         });
@@ -309,6 +416,17 @@ impl<'a> Model<'a> {
 
     fn begin(&mut self, s: &'a Sent, pos: i128, restart: bool) -> Perceived {
         self.prints.clear();
+        self.received.clear();
+        self.first = pos;
+        if self.sc.kind.timed() {
+            self.received.insert(
+                pos,
+                Received {
+                    time: s.time,
+                    samples: s.samples as u64,
+                },
+            );
+        }
         if !self.sc.kind.timed() && self.period > 0 {
             self.prints.insert(pos, &s.bytes);
         }
@@ -322,6 +440,8 @@ impl<'a> Model<'a> {
         Perceived {
             pos,
             ambiguous: false,
+            gap: false,
+            beside: false,
             restart,
         }
     }
@@ -330,12 +450,14 @@ impl<'a> Model<'a> {
 
     fn arrive(&mut self, p: Perceived, i: usize) {
         let c = &mut self.out.counts;
-        if p.ambiguous {
+        if p.ambiguous && !p.gap {
             c.ambiguous += 1;
         }
+        let flag = (p.ambiguous && p.gap, p.beside);
         let Some(next) = self.next else {
             self.next = Some(p.pos + 1);
-            self.deliver(i, 0, true);
+            self.order_first = p.pos;
+            self.deliver(i, 0, true, false);
             return;
         };
         if p.restart || p.pos - next > MAX_GAP {
@@ -359,7 +481,7 @@ impl<'a> Model<'a> {
                 return;
             }
             self.far_run = None;
-            if self.missed.remove(&p.pos) {
+            if p.pos < self.order_first || self.missed.remove(&p.pos) {
                 self.out.counts.late += 1;
             } else {
                 self.out.counts.duplicates += 1;
@@ -372,7 +494,7 @@ impl<'a> Model<'a> {
             self.out.counts.reordered += 1;
         }
         if p.pos == next {
-            self.release(p.pos, i);
+            self.release(p.pos, i, flag);
             return;
         }
         if window > 0 {
@@ -381,13 +503,13 @@ impl<'a> Model<'a> {
             }
             let next = self.next.unwrap();
             if p.pos == next {
-                self.release(p.pos, i);
+                self.release(p.pos, i, flag);
                 return;
             }
             if p.pos - next <= window {
                 match self.held.entry(p.pos) {
                     std::collections::btree_map::Entry::Vacant(e) => {
-                        e.insert((i, p.ambiguous));
+                        e.insert((i, flag));
                     }
                     std::collections::btree_map::Entry::Occupied(_) => {
                         self.out.counts.duplicates += 1;
@@ -396,7 +518,7 @@ impl<'a> Model<'a> {
                 return;
             }
         }
-        self.release(p.pos, i);
+        self.release(p.pos, i, flag);
     }
 
     fn window(&self) -> usize {
@@ -413,13 +535,14 @@ impl<'a> Model<'a> {
         self.missed.clear();
         self.far_run = None;
         self.next = Some(pos + 1);
+        self.order_first = pos;
         self.out.counts.resyncs += 1;
-        self.deliver(i, 0, true);
+        self.deliver(i, 0, true, false);
     }
 
     /// Releases the packet at `pos` (a gap before it if it is ahead of the next expected)
     /// and whatever held follows it contiguously.
-    fn release(&mut self, pos: i128, i: usize) {
+    fn release(&mut self, pos: i128, i: usize, (flag, beside): (bool, bool)) {
         self.far_run = None;
         let next = self.next.unwrap();
         let frames = (pos - next) as u64;
@@ -429,18 +552,21 @@ impl<'a> Model<'a> {
             }
         }
         self.next = Some(pos + 1);
-        self.deliver(i, frames, false);
+        if flag && frames > 0 {
+            self.out.counts.ambiguous += 1;
+        }
+        self.deliver(i, frames, false, beside);
         while let Some((i, _)) = self.held.remove(&self.next.unwrap()) {
             let p = self.next.unwrap();
             self.next = Some(p + 1);
-            self.deliver(i, 0, false);
+            self.deliver(i, 0, false, false);
         }
     }
 
     fn flush_oldest(&mut self) {
-        if let Some((&pos, &(i, _))) = self.held.iter().next() {
+        if let Some((&pos, &(i, flag))) = self.held.iter().next() {
             self.held.remove(&pos);
-            self.release(pos, i);
+            self.release(pos, i, flag);
         }
     }
 
@@ -452,7 +578,9 @@ impl<'a> Model<'a> {
 
     // ---- Output ----
 
-    fn deliver(&mut self, i: usize, frames: u64, restart: bool) {
+    /// Delivers packet `i` after `frames` lost (sized from the packets where `beside`: a
+    /// loss beside a time jump), or as the stream's (re)start.
+    fn deliver(&mut self, i: usize, frames: u64, restart: bool, beside: bool) {
         let s = &self.stream[i];
         let samples = s.samples as u64;
         let c = &mut self.out.counts;
@@ -467,7 +595,9 @@ impl<'a> Model<'a> {
         let index = self.out.items.len();
         if frames > 0 {
             let zeros = match self.last_end {
-                Some((end, false)) if self.sc.exact_time() && s.first >= end => s.first - end,
+                Some((end, false)) if self.sc.exact_time() && !beside && s.time >= end => {
+                    s.time - end
+                }
                 _ => frames * self.nominal_out,
             };
             self.out.tags.push((
@@ -482,7 +612,7 @@ impl<'a> Model<'a> {
                 .extend(std::iter::repeat_n(None, zeros as usize));
         }
         let start = self.out.items.len();
-        let continuous = self.last_end.is_some_and(|(end, _)| end == s.first);
+        let continuous = self.last_end.is_some_and(|(end, _)| end == s.time);
         if self.sc.kind.timed() && (first_ever || restart || frames > 0 || !continuous) {
             self.out.tags.push((start, Tag::Time));
         }
@@ -492,6 +622,6 @@ impl<'a> Model<'a> {
         if s.eob && samples > 0 {
             self.out.tags.push((start + s.samples - 1, Tag::Eob));
         }
-        self.last_end = Some((s.first + samples, s.eob));
+        self.last_end = Some((s.time + samples, s.eob));
     }
 }

@@ -13,7 +13,7 @@ use fsdr_net_io::{Backend, Engine, EngineConfig, Stats};
 use num_complex::Complex;
 
 use super::reference::{Counts, Expected, Tag};
-use super::scenario::{Enc, Kind, Scenario, Sent, as_f32, sc8, sc16};
+use super::scenario::{Enc, Kind, Scenario, Sent, as_f32, carried, sc8, sc16};
 
 /// An item type of an encoding, and the item a sender's sample `n` in encoding `enc`
 /// becomes.
@@ -401,17 +401,21 @@ pub fn drive<T: Sample, B: ItemBuffer<T>>(
 
 /// Compares an outcome with the model, item by item; the message says where they part.
 pub fn check<T: Sample>(sc: &Scenario, want: &Expected, got: &Outcome<T>) -> Result<(), String> {
-    let item = |e: &Option<u64>| e.map_or(T::default(), |n| T::of(n, sc.enc));
+    let item = |e: &Option<u64>| {
+        e.and_then(|n| carried(sc.content, n))
+            .map_or(T::default(), |c| T::of(c, sc.enc))
+    };
     let n = want.items.len().max(got.items.len());
     if let Some(k) = (0..n).find(|&k| want.items.get(k).map(item) != got.items.get(k).copied()) {
         return Err(format!(
-            "item {k} of {} (want {}): want {:?}, got {:?}\ncounts want {:?}\n       got  {:?}\n{sc:?}",
+            "item {k} of {} (want {}): want {:?}, got {:?}\ncounts want {:?}\n       got  {:?}\n{}",
             got.items.len(),
             want.items.len(),
             want.items.get(k),
             got.items.get(k),
             want.counts,
             got.counts,
+            sc.brief(),
         ));
     }
     let mut a = want.tags.clone();
@@ -425,11 +429,12 @@ pub fn check<T: Sample>(sc: &Scenario, want: &Expected, got: &Outcome<T>) -> Res
             .position(|(x, y)| x != y)
             .unwrap_or(a.len().min(b.len()));
         return Err(format!(
-            "tags differ from #{first}: want {:?}, got {:?} (of {} / {})\n{sc:?}",
+            "tags differ from #{first}: want {:?}, got {:?} (of {} / {})\n{}",
             a.get(first),
             b.get(first),
             a.len(),
-            b.len()
+            b.len(),
+            sc.brief(),
         ));
     }
     // A receiver that learns the rates may flag more than the model, which knows them: a
@@ -441,8 +446,10 @@ pub fn check<T: Sample>(sc: &Scenario, want: &Expected, got: &Outcome<T>) -> Res
     }
     if want.counts != counts {
         return Err(format!(
-            "counts: want {:?}\n        got  {:?}\n{sc:?}",
-            want.counts, got.counts
+            "counts: want {:?}\n        got  {:?}\n{}",
+            want.counts,
+            got.counts,
+            sc.brief(),
         ));
     }
     Ok(())
@@ -516,9 +523,10 @@ pub fn trace(sc: &Scenario) {
             .map(|r| format!("{}:{:?}", r.item, r.event))
             .collect();
         eprintln!(
-            "#{k} sent {i} counter {} first {} n {} | model {:?} | lib ext {} start {:?} amb {} restart {} -> {}",
+            "#{k} sent {i} counter {} first {} time {} n {} | model {:?} | lib ext {} start {:?} amb {} restart {} -> {}",
             s.counter,
             s.first,
+            s.time,
             s.samples,
             model[k],
             w.ext,

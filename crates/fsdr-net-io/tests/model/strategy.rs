@@ -5,7 +5,7 @@
 use fsdr_net_io::seq::Ratio;
 use proptest::prelude::*;
 
-use super::scenario::{Clock, Enc, Kind, Op, Scenario, tidy};
+use super::scenario::{Back, Clock, Content, Enc, Kind, Op, Scenario, tidy};
 
 /// (ticks per sample, tick rate, sample rate) of CHDR clocks: integer and not.
 pub fn chdr_clocks() -> Vec<(Ratio, f64, f64)> {
@@ -35,20 +35,52 @@ pub fn op(kind: Kind, spp: usize, even: bool, window: usize) -> impl Strategy<Va
         1 => Just(wide_loss),
         1 => 21u64..=100,
     ];
-    let short = if timed && spp > 2 {
+    // Packets shorter (a burst's last, a streamer's odd one) or longer than the stream's
+    // size (a device whose packet size changed).
+    let short = if spp > 2 {
         prop_oneof![95 => Just(0usize), 5 => 1..spp].boxed()
     } else {
         Just(0usize).boxed()
     };
-    let eob = if chdr && timed {
+    let long = prop_oneof![97 => Just(0usize), 3 => 1..=2 * spp];
+    // Formats with an end-of-burst flag: CHDR's, VRT's trailer.
+    let eob = if kind.format() != fsdr_net_io::Format::Seq64
+        && kind.format() != fsdr_net_io::Format::SeqPlusSize
+    {
         prop_oneof![97 => Just(None), 3 => (0..3 * spp as u64).prop_map(Some)].boxed()
     } else {
         Just(None).boxed()
     };
+    // The device's clock steps ahead by any amount: a few packets, up to 2^22 samples, or
+    // 2^28 to 2^35 (beyond 2^20 packets: a resync, nothing filled). (Steps between would
+    // fill up to 2^27 samples of zeros where they read as lost packets: the same rules,
+    // too much memory for a case.)
     let jump = if timed {
-        prop_oneof![98 => Just(0u64), 2 => 1..5 * spp as u64].boxed()
+        prop_oneof![
+            97 => Just(0u64),
+            2 => 1..5 * spp as u64,
+            1 => prop_oneof![1u32..=21, 28u32..=34]
+                .prop_flat_map(|e| (1u64 << e)..(2u64 << e)),
+        ]
+        .boxed()
     } else {
         Just(0u64).boxed()
+    };
+    // Or back (`set_time_now`, a stop, set time and start), by any amount.
+    let back = if timed {
+        let by = prop_oneof![
+            1..=2 * spp as u64,
+            (1u64..=64).prop_map(move |k| k * spp as u64),
+            (1u32..=34, any::<u64>()).prop_map(|(e, x)| (1u64 << e) + x % (1u64 << e)),
+        ];
+        prop_oneof![
+            98 => Just(None),
+            1 => by.prop_map(|x| Some(Back::By(x))),
+            1 => prop::sample::select(vec![Back::ToStart, Back::ToZero]).prop_map(Some),
+        ]
+        .boxed()
+    } else {
+        Just(None).boxed()
     };
     let restart = if kind == Kind::VrtBare {
         Just(false).boxed()
@@ -58,18 +90,31 @@ pub fn op(kind: Kind, spp: usize, even: bool, window: usize) -> impl Strategy<Va
     let far = 2 * window + 3;
     let delay = prop_oneof![94 => Just(0usize), 6 => 1..=far.min(12)];
     let dup = prop_oneof![96 => Just(0usize), 4 => 1usize..=10];
-    (lose, short, eob, jump, restart, delay, dup).prop_map(
-        move |(lose, short, eob_gap, jump, restart, delay, dup)| Op {
+    ((lose, short, long, eob, jump, back), (restart, delay, dup)).prop_map(
+        move |((lose, short, long, eob_gap, jump, back), (restart, delay, dup))| Op {
             lose,
             // sc8 in 32-bit words: whole words of two samples.
             short: if even { short & !1 } else { short },
+            long: if even { long & !1 } else { long },
             eob_gap,
             jump,
+            back,
             restart,
             delay,
             dup,
         },
     )
+}
+
+/// What a stream's samples carry: mostly a ramp (every sample its index), also silence and
+/// payloads that repeat (a constant, a packet's worth, 16 packets' worth, 7 samples).
+pub fn content(spp: usize) -> impl Strategy<Value = Content> {
+    let spp = spp as u64;
+    prop_oneof![
+        8 => Just(Content::Ramp),
+        1 => Just(Content::Zeros),
+        1 => prop::sample::select(vec![1, 7, spp, 2 * spp, 16 * spp]).prop_map(Content::Repeat),
+    ]
 }
 
 pub fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
@@ -115,20 +160,28 @@ pub fn scenario(kinds: Vec<Kind>) -> impl Strategy<Value = Scenario> {
                 // out).
                 configured: !learnt,
             };
-            prop::collection::vec(op(kind, spp, even, window), 1..200).prop_map(move |ops| {
-                Scenario {
-                    kind,
-                    enc,
-                    // Converted to Complex<f32> (the main job's items).
-                    float: float && enc != Enc::Fc32,
-                    clock,
-                    spp,
-                    first_seq,
-                    window,
-                    ops: tidy(ops),
-                }
-                .coarse()
-                .learnt()
-            })
+            let t0 = prop_oneof![Just(0u64), 0u64..1 << 40];
+            (
+                prop::collection::vec(op(kind, spp, even, window), 1..200),
+                content(spp),
+                t0,
+            )
+                .prop_map(move |(ops, content, t0)| {
+                    Scenario {
+                        kind,
+                        enc,
+                        // Converted to Complex<f32> (the main job's items).
+                        float: float && enc != Enc::Fc32,
+                        clock,
+                        spp,
+                        first_seq,
+                        window,
+                        ops: tidy(ops),
+                        content,
+                        t0,
+                    }
+                    .coarse()
+                    .learnt()
+                })
         })
 }

@@ -103,9 +103,9 @@ impl SeqExtender {
     /// ([`run_contradicts`](Self::run_contradicts)).
     ///
     /// Under a learnt ratio the pair goes to the learnt rate, which a run of such pairs
-    /// replaces (the ratio came from a pair across a time jump: before, every packet after
-    /// it was a restart, for good): where the estimate changed, the packet follows the
-    /// newest one, positions going on from it.
+    /// replaces (the ratio came from a pair across a time jump): where the estimate
+    /// changed, the packet follows the newest one, positions going on from it. The
+    /// format's own clock is never contradicted: such a pair is a restart.
     pub(super) fn contradicts_clock(&mut self, n: &Newest, p: &SeqPacket) -> Contradiction {
         let restart = Contradiction::Restart { run_goes_on: false };
         let (Some(t), Some(t0)) = (p.ticks, n.ticks) else {
@@ -113,6 +113,11 @@ impl SeqExtender {
         };
         let dt = t.wrapping_sub(t0);
         if (dt as i64) <= 0 {
+            return restart;
+        }
+        // The format's own clock (a VRT sample count) no told rate can make wrong: a pair
+        // that contradicts it is the device's time set back.
+        if self.own_clock() {
             return restart;
         }
         let Some(tb) = self.timeline.fixed else {

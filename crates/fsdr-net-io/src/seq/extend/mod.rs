@@ -3,19 +3,19 @@
 use super::clock::{Ratio, Timebase};
 use check::Contradiction;
 pub use counter::fingerprint;
-use counter::nearest_behind;
+use history::{Behind, History, Seen};
+use time::Proof;
 use timeline::Timeline;
 
 mod check;
 mod counter;
+mod history;
+mod time;
 mod timeline;
 
 /// Counter periods a restart jumps ahead: far beyond any gap the tracker accepts (2^20
 /// frames), so it is always a `Resync`.
 const RESTART_PERIODS: u64 = 1 << 24;
-
-/// Positions remembered with their fingerprints (streams without timestamps).
-const PRINTS: usize = 1024;
 
 /// One packet as the extender needs it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,12 +44,39 @@ pub struct Widened {
     /// Where the packet starts on the stream's timeline, in units of the timebase (bytes
     /// when the rate is learnt), when its timestamp is usable.
     pub start: Option<i128>,
+    /// How the gap before it is sized.
+    pub size: GapSize,
     /// The format could not prove this placement (a short counter without timestamps), or
     /// the size of the gap before it (the time gives it other than whole packets where it
     /// cannot size it exactly, or from a told clock: [`SeqExtender`]'s rules 1 and 5).
     pub ambiguous: bool,
+    /// What `ambiguous` says is the count or size of the gap before it only: where late
+    /// packets fill that gap before this one is released, nothing is left unproven.
+    pub gap_only: bool,
     /// The sender restarted here.
     pub restart: bool,
+}
+
+/// How a gap before a packet is sized ([`Widened::size`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GapSize {
+    /// From the positions of the packets on either side where the timeline pins both,
+    /// otherwise the packets missed × the stream's largest.
+    #[default]
+    Positions,
+    /// The packets missed × the stream's largest: the gap lies beside a time jump, whose
+    /// time is no loss.
+    Packets,
+    /// As the time shows it, `units` of the timeline ([`SeqExtender::rate`]) for a gap of
+    /// `frames` packets, where those packets × the stream's largest would be longer than
+    /// the time allows and the timeline pins no position (for that gap only: where late
+    /// packets fill part of it, as [`Positions`](Self::Positions)).
+    Time {
+        /// The gap in units of the timeline.
+        units: i128,
+        /// The packets missed it spans.
+        frames: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -81,10 +108,14 @@ struct Newest {
 ///    under a told clock, its error: rule 5) and at least one unit (under a learnt ratio,
 ///    per byte, a sample where [`with_sample_bytes`](Self::with_sample_bytes) told its
 ///    bytes). No such `k`: with the counter one ahead it is a time jump without
-///    loss (a device overflow, a burst's gap; tagged, not filled), otherwise the sender
-///    restarted. A packet that starts behind the newest one is a duplicate, a late one or
-///    a reordered one when its position and counter agree, and a restart when they do not
-///    (a duplicate of the newest one carries its stamp). A count the time raised past the
+///    loss (a device overflow, a burst's gap; tagged, not filled); with the counter
+///    further ahead, where only a period more was too many for the time, the counter's
+///    count beside a time jump (or lost packets longer than any seen), flagged, its gap
+///    sized from the packets ([`GapSize::Packets`]); otherwise the sender restarted. A
+///    packet that starts behind the newest one is, at the counter's number nearest to
+///    where the time puts it, a copy of the packet received there (its stamp and length)
+///    or a late one (nothing received there, its time between its received neighbours');
+///    neither: the device's clock went back, a restart. A count the time raised past the
 ///    counter's is proven only where the time is whole packets and a learnt ratio is sure
 ///    of it within a unit beyond the stamps' rounding; otherwise flagged.
 ///    A learnt ratio gives a position for sizing a gap ([`Widened::start`]) only where a
@@ -94,7 +125,10 @@ struct Newest {
 ///    short packet lost, or such rounding where nothing showed it yet), and so is a gap
 ///    sized from the packets (stamps a tick off) whose time is other than whole packets
 ///    by more than the stamps' rounding (a short packet lost, sized as a full one), and
-///    one a told clock sizes at other than whole packets (rule 5).
+///    one a told clock sizes at other than whole packets (rule 5). A gap the packets
+///    missed × the largest would make longer than its time is sized by the time
+///    ([`GapSize::Time`]). A flag on a gap only ([`Widened::gap_only`]) is withdrawn
+///    where late packets fill it.
 /// 2. **After an end of burst** the next burst may start at any time: the counter alone
 ///    sizes a loss there. So it does before a rate is learnt (the first consecutive pair)
 ///    and where a learnt ratio is not pinned well enough to place a packet (its
@@ -111,10 +145,12 @@ struct Newest {
 ///    ([`RateEstimate`](crate::seq::RateEstimate)), flagged. Past a gap, a learnt
 ///    ratio's positions go on from the packet after it.
 /// 3. **Without a timestamp** the counter alone: the nearest number ahead or behind. A
-///    number behind (or equal) is a duplicate only when the payload's fingerprint equals the
-///    one received at that position; otherwise it is new data after a loss longer than half
+///    number behind (or equal) is a duplicate only when the whole payload's fingerprint
+///    equals the one received at that position and no other of the last positions
+///    received it (repeating payloads — silence, a constant — prove nothing); otherwise,
+///    where something was received there, it is new data after a loss longer than half
 ///    the counter's period, delivered and flagged `ambiguous`. A number behind whose
-///    position was never received is late (also flagged: the format cannot prove it).
+///    position was never received is late.
 /// 4. **A restart number** (CHDR's 0) out of turn restarts the stream where the time does
 ///    not place it (also after an end of burst), except just across the counter's wrap
 ///    (within [`HISTORY`](super::HISTORY) ahead), where it is the counter's own
@@ -155,8 +191,8 @@ pub struct SeqExtender {
     timeline: Timeline,
     /// The largest payload since the stream (re)started: what a lost packet held at most.
     nominal: usize,
-    /// `(ext, fingerprint)` of recent positions, for streams without timestamps.
-    prints: Vec<Option<(u64, u64)>>,
+    /// The packets placed at recent positions.
+    history: History,
 }
 
 impl SeqExtender {
@@ -174,7 +210,7 @@ impl SeqExtender {
             newest: None,
             timeline: Timeline::default(),
             nominal: 0,
-            prints: Vec::new(),
+            history: History::default(),
         }
     }
 
@@ -279,17 +315,21 @@ impl SeqExtender {
         });
         let timed = placed.filter(|&(_, tol)| 2 * tol < nominal);
         let mut ambiguous = false;
+        // The count or size of the gap before it is unproven.
+        let mut gap_ambiguous = false;
+        // A loss beside a time jump: the gap is the packets', the rest a jump.
+        let mut beside_jump = false;
         // The configured clock was dropped on this packet: it is the next one, and the pair
         // has been learnt from.
         let mut dropped = false;
         let offset = match (timed, n.start) {
             // The newest one again (its number and stamp), also where it is shorter than
-            // the stamps' rounding or the ratio too loose to place it (before, a copy of a
-            // 1-sample packet was a restart, and one of a packet numbered 0).
+            // the stamps' rounding or the ratio too loose to place it.
             _ if d == 0 && p.ticks.is_some() && p.ticks == n.ticks => 0,
-            (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, (s, tol), ns, &n) {
-                Some((o, amb)) => {
-                    ambiguous = amb;
+            (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, (s, tol), ns, p, &n) {
+                Some((o, proof)) => {
+                    gap_ambiguous = proof != Proof::Exact;
+                    beside_jump = proof == Proof::BesideJump;
                     o
                 }
                 // The counter goes on by one, but the time says the packet starts inside
@@ -300,7 +340,10 @@ impl SeqExtender {
                 // one pair that cannot place the packet is forgotten.)
                 None if self.first_pair_only() => {
                     ambiguous = true;
-                    self.forget_first_pair(d, plain, p, &n)
+                    match self.forget_first_pair(d, plain, p, &n) {
+                        Some(o) => o,
+                        None => return self.restart(seq, p, false),
+                    }
                 }
                 None if plain == 1 && !n.eob => match self.contradicts_clock(&n, p) {
                     Contradiction::Dropped => {
@@ -317,16 +360,28 @@ impl SeqExtender {
                 // (Not where the stamps put it behind the newest one: a late copy of the
                 // packet numbered 0, which a learnt ratio too loose to place it made a
                 // restart.)
-                if self.restart_number(seq, plain) && self.behind_by_stamp(d, p, &n).is_none() {
+                if self.restart_number(seq, plain) && self.behind_place(d, plain, p, &n).is_none() {
                     return self.restart(seq, p, false);
                 }
                 match (plain <= 0, p.fingerprint) {
                     (true, Some(fp)) if p.ticks.is_none() => {
-                        let (o, amb) = self.by_print(n.ext, plain, fp);
-                        ambiguous = amb;
-                        o
+                        let q = history::pos(n.ext) + i128::from(plain);
+                        match self.behind_untimed(q, fp, &n) {
+                            Behind::Copy | Behind::Late => plain,
+                            // New data after a loss of half the counter's period or more.
+                            Behind::Not => {
+                                ambiguous = true;
+                                plain + self.period as i64
+                            }
+                        }
                     }
                     _ => match self.by_counter(d, plain, placed, nominal, p, &n) {
+                        // Ahead, the count of the gap before it is what is unproven: once
+                        // late packets fill that gap, it is in order as any other.
+                        Some((o, amb)) if o > 0 => {
+                            gap_ambiguous = amb;
+                            o
+                        }
                         Some((o, amb)) => {
                             ambiguous = amb;
                             o
@@ -362,28 +417,42 @@ impl SeqExtender {
         // tells apart. Sized from the packets (stamps a tick off: ticks longer than half a
         // sample, a learnt ratio not pinned), by more than the stamps' rounding: a short
         // packet lost, sized as a full one.
+        // Sized from the packets, a gap is never longer than its time allows: where the
+        // packets missed would make it so (a count the time raised past the counter's, of
+        // packets a sample each at least), it is sized by the time.
+        let mut size = GapSize::Positions;
         if offset > 1 && !n.eob {
             let lost = i128::from(offset - 1) * nominal;
-            ambiguous |= match (pinned, n.pinned, timed, n.start) {
+            // Beside a time jump the gap is the packets' (the rest is the jump's).
+            if beside_jump {
+                size = GapSize::Packets;
+            }
+            gap_ambiguous |= match (pinned, n.pinned, placed, n.start) {
                 (Some(s), Some(ns), ..) => !self.own_clock() && s - (ns + n.units) != lost,
-                (.., Some((s, tol)), Some(ns)) => (s - (ns + n.units) - lost).abs() > tol,
+                (.., Some((s, tol)), Some(ns)) => {
+                    let ahead = s - (ns + n.units);
+                    // (Not from stamps a tick off, whose gaps are sized from the packets.)
+                    if lost > ahead + tol && !self.timeline.coarse() {
+                        size = GapSize::Time {
+                            units: ahead.max(0),
+                            frames: offset as u64 - 1,
+                        };
+                    }
+                    (ahead - lost).abs() > tol
+                }
                 _ => false,
             };
         }
         // Past a gap, a learnt ratio's positions go on from this packet: its uncertainty
         // grows with the distance from the anchor, and the gap's span (a long loss, a time
-        // jump) is no part of the next gap's. (Before, on a 4-bit counter, 33 lost after a
-        // jump of 11 543 ticks were counted 1: the uncertainty over both left only the
-        // counter.)
+        // jump) is no part of the next gap's.
         if offset > 1
             && self.timeline.fixed.is_none()
             && let (Some(t), Some(s)) = (p.ticks, start)
         {
             self.timeline.anchor = Some((t, s));
         }
-        if p.ticks.is_none() {
-            self.remember_print(ext, p.fingerprint);
-        }
+        self.remember(ext, p);
         if offset > 0 {
             self.newest = Some(Newest {
                 ext,
@@ -398,85 +467,11 @@ impl SeqExtender {
         Widened {
             ext,
             start: pinned,
-            ambiguous,
+            size,
+            ambiguous: ambiguous || gap_ambiguous,
+            gap_only: gap_ambiguous && !ambiguous,
             restart: false,
         }
-    }
-
-    /// The offset of a packet with a usable timestamp at `s` against the newest at `ns`,
-    /// and whether the format could not prove it; `None`: a restart. Positions are known
-    /// within the timeline's tolerance.
-    fn by_time(
-        &self,
-        d: u64,
-        plain: i64,
-        (s, tol): (i128, i128),
-        ns: i128,
-        n: &Newest,
-    ) -> Option<(i64, bool)> {
-        let nominal = self.units(self.nominal).max(1);
-        let end = ns + n.units;
-        let period = self.period as i128;
-        if s >= end - tol {
-            let ahead = (s - end).max(0);
-            if n.eob {
-                // A new burst starts whenever the sender likes: the counter alone, nearest
-                // ahead (a loss of half a period or more cannot be told from a shorter one),
-                // and rule 4 (before: CHDR's 0, 37 258 lost, flagged).
-                if self.restart_number(n.ext.wrapping_add(d) & self.mask, plain) {
-                    return None;
-                }
-                let k = if d == 0 { period } else { d as i128 };
-                return Some((k as i64, plain <= 0));
-            }
-            // k − 1 lost packets hold `ahead` units: at most `nominal` each, and at least
-            // what one tick resolves.
-            // (No division where the answer is known: a packet that starts where the newest
-            // one ends, or within the tolerance of it, needs no lost one.)
-            let lo = match ahead - tol {
-                ..=0 => 1,
-                x => (x + nominal - 1) / nominal + 1,
-            };
-            let k0 = if d == 0 { period } else { d as i128 };
-            let k = if k0 >= lo || self.within_clock_error(k0, ahead - tol, nominal) {
-                k0
-            } else {
-                k0 + period * ((lo - k0 + period - 1) / period)
-            };
-            // `hi` is at least 1 (ahead, tol ≥ 0): the next packet always fits.
-            if k == 1 || k <= (ahead + tol) / self.timeline.least_packet() + 1 {
-                // Proven when the missing time is k − 1 packets of the stream's size, which
-                // stamps a tick off (a configured tick longer than half a sample) cannot
-                // show, nor a learnt ratio unsure of it by more than a unit beyond the
-                // stamps' rounding (a jump of 159.99 packets' time read as 160 under a
-                // ratio two pairs old); a count the time had to raise past the counter's
-                // without that is a guess.
-                let ambiguous = k != i128::from(plain)
-                    && !(ahead == (k - 1) * nominal
-                        && (self.timeline.fixed.is_some() || tol <= self.timeline.quantum() + 1)
-                        && !self.timeline.coarse());
-                return Some((i64::try_from(k).ok()?, ambiguous));
-            }
-            // Time jumped without a loss the counter could hold: a device's discontinuity.
-            return (plain == 1).then_some((1, false));
-        }
-        // Behind the newest one's end: of the numbers the counter allows that leave every
-        // packet between at least what one tick resolves, the one nearest to what the time
-        // says in packets of the stream's size (time may have jumped between them, so that
-        // is only an estimate); none such: a restart.
-        // A duplicate of the newest one carries its stamp: another stamp where the time
-        // puts it is no duplicate (before, a ratio taught by a first pair across a time
-        // jump took the packet after 31 lost for one, and dropped it).
-        let rel = s - ns;
-        // Inside the newest packet, or at its start with its number but not its stamp: a
-        // restart. Within the rounding of its start with another number: a short packet
-        // behind it (before, one of a sample was a restart, under a learnt ratio).
-        if rel > 0 || (rel >= -tol && d == 0) {
-            return None;
-        }
-        let max_back = (-rel + tol) / self.timeline.least_packet();
-        let k = nearest_behind(d as i128, period, rel as f64 / nominal as f64, max_back)?;
-        Some((i64::try_from(k).ok()?, false))
     }
 
     /// Learns the rate from consecutive packets, checks a configured one against them (a
@@ -506,6 +501,10 @@ impl SeqExtender {
         if self.timeline.fixed.is_none() && !changed {
             self.timeline
                 .saw_pair(dt, n.payload as u64, self.nominal as u64);
+        }
+        // The format's own clock is never dropped: a pair off it is the device's time.
+        if self.own_clock() {
+            return;
         }
         match self.timeline.fixed {
             Some(tb) if !self.timeline.confirmed => {
@@ -543,8 +542,13 @@ impl SeqExtender {
         self.timeline.anchor = p.ticks.map(|t| (t, 0));
         self.timeline.epoch = self.timeline.epoch.wrapping_add(1);
         let start = p.ticks.map(|_| 0);
-        self.prints.clear();
-        self.remember_print(ext, p.fingerprint.filter(|_| p.ticks.is_none()));
+        self.history.restart(ext, self.newest.is_none());
+        self.history.remember(Seen {
+            ext,
+            ticks: p.ticks,
+            payload: p.payload,
+            print: p.fingerprint.filter(|_| p.ticks.is_none()),
+        });
         self.newest = Some(Newest {
             ext,
             ticks: p.ticks,
@@ -558,7 +562,9 @@ impl SeqExtender {
         Widened {
             ext,
             start,
+            size: GapSize::Positions,
             ambiguous: false,
+            gap_only: false,
             restart: false,
         }
     }
