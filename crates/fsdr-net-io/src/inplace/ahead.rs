@@ -36,8 +36,10 @@ use crate::seq::{Gap, Released, SeqEvent, SeqPacket, Widened};
 impl<B> Current<B> {
     /// An empty buffer for the stream from stream position `start` on.
     pub(super) fn fresh(buffer: B, start: u64, end: Option<usize>) -> Self {
+        static TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Self {
             buffer,
+            id: TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             start,
             pos: 0,
             end,
@@ -96,12 +98,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
     }
 
-    /// The buffer whose first item is at stream position `start`.
-    pub(super) fn buffer_from(&mut self, start: u64) -> Option<&mut Current<B>> {
-        self.cur
-            .iter_mut()
-            .chain(self.ahead.iter_mut())
-            .find(|c| c.start == start)
+    /// The buffer the call's body areas were laid out in (`layout_id`), while it is held.
+    pub(super) fn layout_buffer(&mut self) -> Option<&mut Current<B>> {
+        layout_buffer(&mut self.cur, &mut self.ahead, self.layout_id)
     }
 
     /// Where a datagram that is ahead of the expected one goes if placed ahead: `(its
@@ -547,6 +546,16 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             c.end = None;
         }
     }
+}
+
+/// The buffer taken as `id` among the current one and those taken ahead (a function of the
+/// two fields, so that the caller may borrow the receiver's other areas beside it).
+pub(super) fn layout_buffer<'a, B>(
+    cur: &'a mut Option<Current<B>>,
+    ahead: &'a mut VecDeque<Current<B>>,
+    id: u64,
+) -> Option<&'a mut Current<B>> {
+    cur.iter_mut().chain(ahead.iter_mut()).find(|c| c.id == id)
 }
 
 /// A datagram placed ahead, copied back out of its buffer.

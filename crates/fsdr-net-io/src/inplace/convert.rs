@@ -37,8 +37,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         if dec.is_copy() {
             return true;
         }
-        let start = self.layout_start;
-        let Some(c) = self.buffer_from(start) else {
+        let Some(c) = self.layout_buffer() else {
             return false;
         };
         let items = &mut c.buffer.items()[l.items_at / std::mem::size_of::<T>()..];

@@ -70,6 +70,10 @@ pub(super) enum Entry {
 /// The buffer being filled.
 pub(super) struct Current<B> {
     pub(super) buffer: B,
+    /// Which buffer taken this is, unique in the process: what a call's layout names its
+    /// buffer by. A start does not name one: a buffer that holds no item of the stream (one
+    /// of zero items, or one the stream leaves at its start) shares it with the next.
+    pub(super) id: u64,
     /// The stream's item index of its first item (items handed over before it).
     pub(super) start: u64,
     /// Items written.
@@ -131,6 +135,8 @@ pub(super) struct Receive<T, B> {
     pub(super) next_start: u64,
     /// The stream position of the first item of the buffer the call's body areas are in.
     pub(super) layout_start: u64,
+    /// That buffer's [`Current::id`].
+    pub(super) layout_id: u64,
     pub(super) msgs: RecvBatch,
     /// Header areas, `HEAD_CAP` bytes per datagram position of a call.
     pub(super) heads: Box<[u8]>,
@@ -245,6 +251,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             covered: None,
             next_start: 0,
             layout_start: 0,
+            layout_id: 0,
             msgs: if gro {
                 RecvBatch::with_iovecs(cfg.batch, 2 * GRO_MAX_SEGMENTS + 1)
             } else {
@@ -303,10 +310,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         self.flush_pending();
         // A buffer that cannot take another datagram goes to the consumer (a fresh one
-        // smaller than a datagram is written anyway: the depacketizer stages the rest) —
-        // unless datagrams placed ahead of a gap wait in it.
-        if self.room() < self.need()
-            && self.cur.as_ref().is_some_and(|c| c.pos > 0)
+        // smaller than a datagram is written anyway: the depacketizer stages the rest), and
+        // one with no room at all (a buffer of no item) at once — unless datagrams placed
+        // ahead of a gap wait in it.
+        let room = self.room();
+        if (room == 0 || (room < self.need() && self.cur.as_ref().is_some_and(|c| c.pos > 0)))
             && self.may_hand_over()
         {
             self.hand_over();
@@ -406,17 +414,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         match self.empty.take() {
             Some(buffer) => {
                 self.paused = false;
-                self.cur = Some(Current {
-                    buffer,
-                    start: self.next_start,
-                    pos: 0,
-                    end: None,
-                    tags: Vec::new(),
-                    gaps: Vec::new(),
-                    contexts: Vec::new(),
-                    datagrams: 0,
-                    first_ns: 0,
-                });
+                self.cur = Some(Current::fresh(buffer, self.next_start, None));
                 true
             }
             None => {

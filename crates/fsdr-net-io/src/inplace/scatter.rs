@@ -43,9 +43,9 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             }
         }
         let landing = self.landing();
-        let (pos, base, len, start) = {
+        let (pos, base, len, start, id) = {
             let c = self.landing_buffer().expect("a current buffer");
-            let start = c.start;
+            let (start, id) = (c.start, c.id);
             let at = (landing - start) as usize;
             let items = c.buffer.items();
             (
@@ -53,9 +53,10 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                 items.as_mut_ptr().cast::<u8>(),
                 std::mem::size_of_val(items),
                 start,
+                id,
             )
         };
-        self.layout_start = start;
+        (self.layout_start, self.layout_id) = (start, id);
         // Datagram positions per entry, and entries.
         // A position's items take `region` bytes; its body area lies at their end, `skew`
         // bytes in (samples that need conversion are decoded forward from there).
@@ -313,19 +314,17 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         let widened = match (self.order.is_some(), info.seq) {
             (true, Some(_)) => {
                 if self.order.as_ref().is_some_and(|o| o.needs_fingerprint()) {
-                    let start = self.layout_start;
-                    let c = self.buffer_from(start).expect("the layout's buffer");
-                    let base = c.buffer.items().as_mut_ptr().cast::<u8>();
-                    // SAFETY: the payload's area [l.at, l.at + payload) lies inside the
-                    // current buffer (payload ≤ l.body, clamped to the buffer when the
-                    // layout was set), which this thread owns; the kernel finished writing.
-                    // Checked by: `a_clean_stream_lands_in_place_without_a_copy`,
-                    // `drops_are_zero_filled_and_counted_exactly_in_place` and
-                    // `coalesced_receives_of_changing_sizes_land_whole_and_in_order` under ASan.
-                    // Kernel writes (freed memory poisoned and watched):
-                    // `inplace_receiver_stops_under_traffic_without_a_write_after_free`.
-                    let bytes = unsafe { std::slice::from_raw_parts(base.add(l.at), payload) };
-                    packet.fingerprint = Some(crate::seq::fingerprint(bytes));
+                    // The payload's area [l.at, l.at + payload) of the layout's buffer
+                    // (payload ≤ l.body, clamped to the buffer when the layout was set).
+                    let Some(c) = self.layout_buffer() else {
+                        return refused;
+                    };
+                    let items: &[T] = c.buffer.items();
+                    let bytes: &[u8] = bytemuck::cast_slice(items);
+                    let Some(payload_bytes) = bytes.get(l.at..l.at + payload) else {
+                        return refused;
+                    };
+                    packet.fingerprint = Some(crate::seq::fingerprint(payload_bytes));
                 }
                 let o = self.order.as_mut().expect("sequence tracking");
                 let w = o.widen(&packet);
@@ -342,6 +341,12 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             _ => None,
         };
         let c = self.cur.as_mut().expect("a current buffer");
+        // In order it is accounted in the current buffer: it must have landed there.
+        if c.id != self.layout_id {
+            return Placement::Refused {
+                seq: widened.map(|w| (w, packet)),
+            };
+        }
         let pos = c.pos;
         let room = c.buffer.items().len() - pos;
         // Samples that need conversion are decoded where they landed first (`convert.rs`).
@@ -426,12 +431,16 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             ..
         } = self.units[u];
         let mut want = meta.len;
-        // The buffer's memory taken afresh: a pointer from an earlier `items()` call may not
-        // be used once `items()` was called again (the fast path did).
-        let start = self.layout_start;
-        let base = self.buffer_from(start).map_or(std::ptr::null_mut(), |c| {
-            c.buffer.items().as_mut_ptr().cast::<u8>()
-        });
+        // The layout's buffer, found by its id (its start may be another's too); every
+        // buffer taken stays held until the call's datagrams are accounted.
+        let body: &[u8] =
+            match super::ahead::layout_buffer(&mut self.cur, &mut self.ahead, self.layout_id) {
+                Some(c) => {
+                    let items: &[T] = c.buffer.items();
+                    bytemuck::cast_slice(items)
+                }
+                None => &[],
+            };
         let mut bytes = self.spare.pop().unwrap_or_default();
         bytes.clear();
         for part in &self.parts[self.entry_parts[entry].clone()] {
@@ -449,17 +458,14 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
                     bytes.extend_from_slice(&self.heads[at..at + n]);
                 }
                 Area::Body(at) => {
-                    // SAFETY: [at + offset, at + offset + n) lies inside the area set for
-                    // this part, inside the current buffer, which this thread owns; `base`
-                    // is from this buffer's latest `items()`, the memory the iovecs pointed
-                    // at (the `ItemBuffer` contract); the kernel finished writing it and
-                    // nothing has written it since.
-                    // Checked by: `a_clean_stream_lands_in_place_without_a_copy`,
-                    // `drops_are_zero_filled_and_counted_exactly_in_place` and
-                    // `coalesced_receives_of_changing_sizes_land_whole_and_in_order` under ASan.
-                    // Kernel writes (freed memory poisoned and watched):
-                    // `inplace_receiver_stops_under_traffic_without_a_write_after_free`.
-                    let src = unsafe { std::slice::from_raw_parts(base.add(at + offset), n) };
+                    // Inside the buffer: body offsets were clamped to its length when the
+                    // layout was set. Were it ever not, the datagram comes out short and
+                    // the copying path counts it so; nothing is read from elsewhere.
+                    let Some(src) = body.get(at + offset..at + offset + n) else {
+                        debug_assert!(false, "a body area outside the layout's buffer");
+                        tracing::error!(at, offset, n, "in-place: body area outside its buffer");
+                        break;
+                    };
                     bytes.extend_from_slice(src);
                 }
                 Area::Spill(e) => {
