@@ -35,8 +35,8 @@
 //!   can hold the missing time, and is zero-filled to exactly that time. A jump of time with
 //!   the counter one ahead is a time discontinuity (tagged, not filled); after an end of
 //!   burst the counter alone sizes a loss.
-//! - **A configured clock is checked, not trusted**: one that the first pairs contradict,
-//!   or a run of consecutive packets later (by more than 5 ticks beyond the time jumps the
+//! - **A configured clock is checked, not trusted**: one that two of the first pairs
+//!   contradict at one rate (two device time steps of other sizes do not), or a run of consecutive packets later (by more than 5 ticks beyond the time jumps the
 //!   run took in: an error within the stamps' rounding over one packet, a clock told 0.1%
 //!   off), is dropped for the rate learnt from the stream and counted (`clock_dropped`);
 //!   until then a packet it cannot place is a restart. Until a run shows it, such a

@@ -40,7 +40,13 @@ impl Scenario {
     /// `Scenario::coarse` does for coarse ticks: a counter restarted a few numbers on with
     /// no time lost (as many packets of a sample lost), and on a 4-bit counter a jump that
     /// 16·m lost packets could hold (a loss, flagged; sized from the packets).
-    pub fn learnt(mut self) -> Self {
+    pub fn learnt(self) -> Self {
+        let mut sc = self.learnt_case();
+        super::scenario::calm_first_pair(&mut sc.ops);
+        sc
+    }
+
+    fn learnt_case(mut self) -> Self {
         if !self.learns() {
             return self;
         }

@@ -523,7 +523,7 @@ pub fn trace(sc: &Scenario) {
             .map(|r| format!("{}:{:?}", r.item, r.event))
             .collect();
         eprintln!(
-            "#{k} sent {i} counter {} first {} time {} n {} | model {:?} | lib ext {} start {:?} amb {} restart {} -> {}",
+            "#{k} sent {i} counter {} first {} time {} n {} | model {:?} | lib ext {} start {:?} amb {} restart {} -> {} [{w:?}] ticks {:?}",
             s.counter,
             s.first,
             s.time,
@@ -533,7 +533,8 @@ pub fn trace(sc: &Scenario) {
             w.start,
             w.ambiguous,
             w.restart,
-            events.join(" ")
+            events.join(" "),
+            p.ticks,
         );
     }
 }

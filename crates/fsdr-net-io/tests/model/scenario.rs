@@ -555,6 +555,15 @@ pub fn tidy(mut ops: Vec<Op>) -> Vec<Op> {
     // the start, then two jumps), which the model, trusting the told clock, does not
     // describe; the README's format table states it. A pair: a packet that arrives right
     // after the one before it, nothing lost between, no end of burst.
+    calm_first_pair(&mut ops);
+    ops
+}
+
+/// No time step up to the first consecutive pair (see `tidy`). Applied again where a case
+/// is adjusted after `tidy` (`Scenario::coarse`, `Scenario::learnt` take losses and delays
+/// out, which can make an earlier pair the first: the fuzzer found a told clock's first
+/// two pairs each stepping, 3 and 6 samples, once `coarse` took a late packet out).
+pub fn calm_first_pair(ops: &mut [Op]) {
     let first_pair = (1..ops.len()).find(|&i| {
         let (o, before) = (&ops[i], &ops[i - 1]);
         o.lose == 0 && o.delay == 0 && before.delay == 0 && before.eob_gap.is_none() && !o.restart
@@ -563,5 +572,4 @@ pub fn tidy(mut ops: Vec<Op>) -> Vec<Op> {
         o.jump = 0;
         o.back = None;
     }
-    ops
 }

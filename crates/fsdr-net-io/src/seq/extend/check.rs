@@ -24,17 +24,20 @@ impl SeqExtender {
     }
 
     /// A consecutive pair `dt` ticks apart whose first packet held `units` contradicted the
-    /// configured clock `tb` before any pair confirmed it: the first time, possibly a
-    /// device's time jump; the second, the clock is wrong and is dropped for the rate learnt
-    /// from the stream, positions going on from the pair's first packet (at `t0`). True
-    /// when dropped.
+    /// configured clock `tb` before any pair confirmed it. A wrong clock shows one other
+    /// rate in every pair; a device's time jump, a pair off by the jump. So the clock is
+    /// dropped for the rate learnt from the stream (positions going on from the pair's
+    /// first packet, at `t0`) where this pair and the one that contradicted it before show
+    /// one rate within the stamps' rounding ([`one_rate`]); otherwise this pair is kept to
+    /// be compared with the next. True when dropped.
     pub(super) fn contradicted(&mut self, tb: Timebase, dt: u64, units: i128, t0: u64) -> bool {
-        if self.timeline.contradicted == 0 {
-            self.timeline.contradicted = 1;
-            return false;
+        match self.timeline.contradicted.replace((dt, units)) {
+            Some(before) if one_rate(before, (dt, units)) => {
+                self.drop_clock(tb, dt, units, t0);
+                true
+            }
+            _ => false,
         }
-        self.drop_clock(tb, dt, units, t0);
-        true
     }
 
     /// Whether the longest run of consecutive packets contradicts a configured clock that a
@@ -172,5 +175,30 @@ impl SeqExtender {
         // Two ticks a packet, in units: 2 where a unit spans a tick or more.
         let per_tick = i128::from(tb.ticks_per_unit.units_per_tick_ceil().max(1));
         ahead <= (k0 - 1) * (nominal + 2 * per_tick) + ahead / 100
+    }
+}
+
+/// Whether two pairs, `(ticks, units)` each, show one rate: each pair's ticks are its
+/// packet's units at that rate to within a tick (both stamps rounded to whole ticks), so
+/// `|t₁/u₁ − t₂/u₂| < 1/u₁ + 1/u₂`. Two device time jumps of different sizes show two.
+fn one_rate((t1, u1): (u64, i128), (t2, u2): (u64, i128)) -> bool {
+    if u1 <= 0 || u2 <= 0 {
+        return false;
+    }
+    (i128::from(t1) * u2 - i128::from(t2) * u1).abs() < u1 + u2
+}
+
+#[cfg(test)]
+mod one_rate_tests {
+    use super::one_rate;
+
+    #[test]
+    fn pairs_at_one_rate_within_the_rounding_agree_and_jumps_of_other_sizes_do_not() {
+        // 24.4 ticks a 100-unit packet, stamps rounded: 24 or 25 ticks a pair.
+        assert!(one_rate((24, 100), (25, 100)));
+        assert!(one_rate((24, 100), (12, 50)));
+        // Two jumps of 3 and 6 samples on 5-sample packets at 625/384 ticks a sample.
+        assert!(!one_rate((13, 5), (18, 5)));
+        assert!(!one_rate((13, 0), (13, 0)));
     }
 }

@@ -156,8 +156,8 @@ struct Newest {
 ///    (within [`HISTORY`](super::HISTORY) ahead), where it is the counter's own
 ///    continuation, and where the stamps put it behind the newest one.
 /// 5. **A configured clock** ([`SeqPacket::timebase`]) **is checked against the stream**:
-///    two consecutive pairs that contradict it before any pair confirmed it drop it for the
-///    rate learnt from the stream ([`clock_dropped`](Self::clock_dropped)); after one did,
+///    two consecutive pairs that contradict it at one rate (within the stamps' rounding)
+///    before any pair confirmed it drop it for the rate learnt from the stream ([`clock_dropped`](Self::clock_dropped)); after one did,
 ///    a run of consecutive packets drops it where the ticks it spans and those the clock
 ///    gives its samples differ by more than 5 ticks and the time jumps the run took in
 ///    (the longest run, checked from 16 pairs and 1024 ticks on, then each time it has
@@ -240,8 +240,8 @@ impl SeqExtender {
     }
 
     /// Whether the configured tick and sample rates were dropped because the stream's
-    /// timestamps contradicted them (two consecutive pairs before any agreed; a warning
-    /// names both): gaps are then sized from the rate learnt from the stream
+    /// timestamps contradicted them (two consecutive pairs at one rate before any agreed;
+    /// a warning names both): gaps are then sized from the rate learnt from the stream
     /// ([`rate`](Self::rate) gives it per byte).
     pub fn clock_dropped(&self) -> bool {
         self.timeline.clock_dropped
@@ -314,6 +314,9 @@ impl SeqExtender {
             )
         });
         let timed = placed.filter(|&(_, tol)| 2 * tol < nominal);
+        // A ratio learnt from one pair sizes no gap by the time: the pair may have spanned
+        // a device time jump, which the packet after the gap is the first to show.
+        let one_pair = self.first_pair_only();
         let mut ambiguous = false;
         // The count or size of the gap before it is unproven.
         let mut gap_ambiguous = false;
@@ -432,7 +435,7 @@ impl SeqExtender {
                 (.., Some((s, tol)), Some(ns)) => {
                     let ahead = s - (ns + n.units);
                     // (Not from stamps a tick off, whose gaps are sized from the packets.)
-                    if lost > ahead + tol && !self.timeline.coarse() {
+                    if lost > ahead + tol && !self.timeline.coarse() && !one_pair {
                         size = GapSize::Time {
                             units: ahead.max(0),
                             frames: offset as u64 - 1,
@@ -476,7 +479,8 @@ impl SeqExtender {
 
     /// Learns the rate from consecutive packets, checks a configured one against them (a
     /// receiver told the wrong sample rate would otherwise size every gap wrong: two pairs
-    /// that contradict it, before any pair confirmed it, drop it for the learnt one),
+    /// that contradict it at one rate, before any pair confirmed it, drop it for the learnt
+    /// one),
     /// and keeps positions continuous when the estimate changes. `off`: the packet is not
     /// where the newest one's end puts it.
     fn learn(&mut self, n: &Newest, offset: i64, p: &SeqPacket, off: bool) {

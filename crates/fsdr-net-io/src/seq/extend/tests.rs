@@ -114,6 +114,54 @@ fn a_configured_rate_the_stream_contradicts_is_dropped() {
     assert!(x.rate().is_some_and(|(_, unit)| unit == 1));
 }
 
+/// Told the right clock, a stream whose first two pairs each take in a device time step, of
+/// other sizes (3 and 6 samples, at 625/384 ticks a sample): two steps, not a wrong clock —
+/// kept, and a loss after them is sized exactly by it. (Found by the `seq_books` fuzz
+/// target: the clock was dropped for the rate learnt from the first pair, and the loss of 55
+/// packets that followed was zero-filled 166 samples long, not 275.)
+#[test]
+fn two_time_steps_of_other_sizes_are_no_wrong_clock() {
+    let tb = Timebase::of_rates(200e6, 122.88e6, 4);
+    let mut x = SeqExtender::new(16, Some(0));
+    let ticks = |sample: u64| (sample * 625 + 192) / 384;
+    let p = |k: u64, sample: u64| SeqPacket {
+        seq: k,
+        ticks: Some(ticks(sample)),
+        timebase: tb,
+        payload: 20,
+        ..Default::default()
+    };
+    assert_eq!(x.extend(&p(0, 0)).ext, 0);
+    // 56 lost, then three in a row, stepping 3 and then 6 samples.
+    assert_eq!(x.extend(&p(57, 285)).ext, 57);
+    assert_eq!(x.extend(&p(58, 293)).ext, 58);
+    assert_eq!(x.extend(&p(59, 304)).ext, 59);
+    assert!(!x.clock_dropped());
+    // 55 lost: 275 samples, what the told clock and the counter both say.
+    let w = x.extend(&p(115, 584));
+    assert_eq!((w.ext, w.restart, w.size), (115, false, GapSize::Positions));
+    assert!(!x.clock_dropped());
+}
+
+/// Told a clock the stream contradicts at one rate in two pairs (24 or 25 ticks where it
+/// says 20, the stamps rounded): dropped, as a wrong clock.
+#[test]
+fn two_pairs_at_one_other_rate_drop_a_told_clock() {
+    let tb = Timebase::of_rates(200e6, 200e6, 4);
+    let mut x = SeqExtender::new(16, Some(0));
+    let p = |k: u64| SeqPacket {
+        seq: k,
+        ticks: Some((k as f64 * 24.4).round() as u64),
+        timebase: tb,
+        payload: 80,
+        ..Default::default()
+    };
+    for k in 0..3 {
+        x.extend(&p(k));
+    }
+    assert!(x.clock_dropped());
+}
+
 /// A receiver told 200 Msps (one tick a sample) for a 491.52 Msps stream at 200 MHz: every
 /// packet starts inside the one before it by the configured clock. The first such pair is
 /// a restart (it might be a device's time jump); the second drops the clock, and from then

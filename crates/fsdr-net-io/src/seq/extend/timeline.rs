@@ -48,8 +48,9 @@ pub(super) struct Timeline {
     pub(super) anchor: Option<(u64, i128)>,
     /// Two consecutive packets agreed with the configured timebase.
     pub(super) confirmed: bool,
-    /// Pairs that contradicted it before any agreed (a device's time jump makes one).
-    pub(super) contradicted: u32,
+    /// The last pair that contradicted it before any agreed (a device's time jump makes
+    /// one): its ticks and the units of its first packet.
+    pub(super) contradicted: Option<(u64, i128)>,
     /// Numbers the timeline: changed where positions start from another anchor or in
     /// other units (`SeqExtender::epoch`).
     pub(super) epoch: u32,
