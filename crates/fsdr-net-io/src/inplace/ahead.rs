@@ -25,44 +25,14 @@
 use std::collections::VecDeque;
 
 use super::ItemBuffer;
+use super::current::Current;
 use super::layout::Covered;
-use super::receiver::{Ahead, Current, Entry, Owned, Receive};
+use super::receiver::{Ahead, Entry, Owned, Receive};
 use super::scatter::Placement;
 use crate::depacketizer::{DatagramIn, ItemTag};
 use crate::format::PacketInfo;
 use crate::sample::Item;
 use crate::seq::{Gap, Released, SeqEvent, SeqPacket, Widened};
-
-impl<B> Current<B> {
-    /// An empty buffer for the stream from stream position `start` on.
-    pub(super) fn fresh(buffer: B, start: u64, end: Option<usize>) -> Self {
-        static TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        Self {
-            buffer,
-            id: TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            start,
-            pos: 0,
-            end,
-            tags: Vec::new(),
-            gaps: Vec::new(),
-            contexts: Vec::new(),
-            datagrams: 0,
-            first_ns: 0,
-        }
-    }
-
-    /// Where the next items go: from the write position to the buffer's end (or to where
-    /// the stream goes on in the next buffer).
-    pub(super) fn out<T>(&mut self) -> &mut [T]
-    where
-        B: ItemBuffer<T>,
-    {
-        let (pos, end) = (self.pos, self.end);
-        let items = self.buffer.items();
-        let end = end.unwrap_or(items.len());
-        &mut items[pos..end]
-    }
-}
 
 impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// Whether `o` is the copied datagram the buffers behind its hole were taken for.
@@ -96,11 +66,6 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             Some(c) => Some(c),
             None => self.cur.as_mut(),
         }
-    }
-
-    /// The buffer the call's body areas were laid out in (`layout_id`), while it is held.
-    pub(super) fn layout_buffer(&mut self) -> Option<&mut Current<B>> {
-        layout_buffer(&mut self.cur, &mut self.ahead, self.layout_id)
     }
 
     /// Where a datagram that is ahead of the expected one goes if placed ahead: `(its
@@ -546,16 +511,6 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             c.end = None;
         }
     }
-}
-
-/// The buffer taken as `id` among the current one and those taken ahead (a function of the
-/// two fields, so that the caller may borrow the receiver's other areas beside it).
-pub(super) fn layout_buffer<'a, B>(
-    cur: &'a mut Option<Current<B>>,
-    ahead: &'a mut VecDeque<Current<B>>,
-    id: u64,
-) -> Option<&'a mut Current<B>> {
-    cur.iter_mut().chain(ahead.iter_mut()).find(|c| c.id == id)
 }
 
 /// A datagram placed ahead, copied back out of its buffer.

@@ -99,6 +99,7 @@ mod ahead;
 mod buffer;
 mod convert;
 mod copying;
+mod current;
 mod group;
 mod group_thread;
 mod layout;

@@ -8,15 +8,16 @@ use std::time::Duration;
 
 use socket2::Socket;
 
+use super::current::{Current, layout_buffer};
 pub(super) use super::layout::{Area, Layout, Part, Probe, StreamMark, Unit};
 pub(super) use super::step::{Polled, Polling, Ready, Step, Until};
 use super::{Filled, InShared, ItemBuffer};
-use crate::depacketizer::{Depacketizer, DepacketizerConfig, GapEvent, ItemTag};
+use crate::depacketizer::{Depacketizer, DepacketizerConfig, ItemTag};
 use crate::engine::receive::Pass;
 use crate::engine::{
     Coalesce, EngineConfig, GRO_MAX_BYTES, GRO_MAX_SEGMENTS, Recycled, WakeSchedule,
 };
-use crate::format::vrt::context::{ContextTracker, IfContext};
+use crate::format::vrt::context::ContextTracker;
 use crate::format::{Format, PacketInfo};
 use crate::sample::{Decoder, Item};
 use crate::seq::{Released, StreamOrder};
@@ -65,29 +66,6 @@ pub(super) enum Entry {
     Ahead(Ahead),
     /// Copied out.
     Owned(Owned),
-}
-
-/// The buffer being filled.
-pub(super) struct Current<B> {
-    pub(super) buffer: B,
-    /// Which buffer taken this is, unique in the process: what a call's layout names its
-    /// buffer by. A start does not name one: a buffer that holds no item of the stream (one
-    /// of zero items, or one the stream leaves at its start) shares it with the next.
-    pub(super) id: u64,
-    /// The stream's item index of its first item (items handed over before it).
-    pub(super) start: u64,
-    /// Items written.
-    pub(super) pos: usize,
-    /// Where the stream goes on in the next buffer, when a datagram placed ahead of a gap
-    /// did not fit behind this one's last (`None`: its end).
-    pub(super) end: Option<usize>,
-    pub(super) tags: Vec<ItemTag>,
-    pub(super) gaps: Vec<GapEvent>,
-    /// Contexts that changed a setting while it was filled.
-    pub(super) contexts: Vec<IfContext>,
-    /// Datagrams in it, and when the first of them arrived.
-    pub(super) datagrams: usize,
-    pub(super) first_ns: u64,
 }
 
 /// The receive thread's state.
@@ -407,6 +385,11 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
             self.counts.kernel_drops = self.counts.kernel_drops.max(u64::from(d) + xdp);
         }
         self.publish();
+    }
+
+    /// The buffer the call's body areas were laid out in (`layout_id`), while it is held.
+    pub(super) fn layout_buffer(&mut self) -> Option<&mut Current<B>> {
+        layout_buffer(&mut self.cur, &mut self.ahead, self.layout_id)
     }
 
     /// Takes an empty buffer (the one returned last); when there is none, counts a pause.

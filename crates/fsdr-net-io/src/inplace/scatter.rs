@@ -434,7 +434,7 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         // The layout's buffer, found by its id (its start may be another's too); every
         // buffer taken stays held until the call's datagrams are accounted.
         let body: &[u8] =
-            match super::ahead::layout_buffer(&mut self.cur, &mut self.ahead, self.layout_id) {
+            match super::current::layout_buffer(&mut self.cur, &mut self.ahead, self.layout_id) {
                 Some(c) => {
                     let items: &[T] = c.buffer.items();
                     bytemuck::cast_slice(items)

@@ -1,4 +1,7 @@
 //! The extender's rules, one case each.
+//!
+//! long: every rule's cases side by side on the same packet helpers, in the rules' order;
+//! split by rule, each part would repeat the helpers and lose the order.
 
 use super::*;
 use crate::seq::{Reorder, SeqConfig, SeqEvent};
