@@ -3,7 +3,6 @@
 //! the [`Depacketizer`] turns datagrams into items and tags, and the block lends it output
 //! buffers, posts messages and sleeps when idle.
 
-mod budget;
 mod builder;
 mod inplace;
 mod limits;

@@ -375,45 +375,6 @@ pub(super) fn by_default<T: Item>(
 }
 
 impl<T: Item> UdpSourceBuilder<T> {
-    /// Receive straight into the output buffer, FutureSDR's default one: the in-place
-    /// receive thread of [`build_in_place`](Self::build_in_place) puts each payload at its
-    /// sample position in windows of the buffer's free space, and downstream blocks read it
-    /// as usual. By default on where it can be: items that are the wire's bytes (sc16 CHDR
-    /// as `Complex<i16>`, sc8 DIFI as `Complex<i8>`, fc32 as `Complex<f32>`, plain bytes) or
-    /// that are decoded where the payload landed (sc16 or sc8 as `Complex<f32>`, UHD's item32
-    /// layouts: the payload lands at the end of its items' room and is converted forward,
-    /// [`Decoder::decodes_in_place`](crate::io::sample::Decoder::decodes_in_place)), no
-    /// [`backend`](Self::backend) chosen, and the pause policy under overload; off, the
-    /// engine's receive thread and a copy into the buffer (any backend).
-    /// Receives with `recvmmsg` (or [`Backend::Xdp`]); what `build_in_place` says of
-    /// gaps, GRO and copies holds here too (`copied_bytes`).
-    ///
-    /// ```
-    /// # use fsdr_net::prelude::*;
-    /// let src = UdpSource::<num_complex::Complex<i16>>::builder("127.0.0.1:0")
-    ///     .format(Format::Chdr)
-    ///     .tick_rate(200e6)
-    ///     .build()?;
-    /// assert_eq!(src.backend(), Some((Backend::Recvmmsg, 1)));
-    /// let src = UdpSource::<num_complex::Complex<i16>>::builder("127.0.0.1:0")
-    ///     .format(Format::Chdr)
-    ///     .tick_rate(200e6)
-    ///     .zero_copy(false)
-    ///     .build()?;
-    /// assert_eq!(src.backend(), Some((Backend::Mio, 1)));
-    /// // Converted to Complex<f32> where it lands: in place too.
-    /// let src = UdpSource::<num_complex::Complex32>::builder("127.0.0.1:0")
-    ///     .format(Format::Chdr)
-    ///     .tick_rate(200e6)
-    ///     .build()?;
-    /// assert_eq!(src.backend(), Some((Backend::Recvmmsg, 1)));
-    /// # Ok::<(), fsdr_net::Error>(())
-    /// ```
-    pub fn zero_copy(mut self, on: bool) -> Self {
-        self.zero_copy = Some(on);
-        self
-    }
-
     /// [`build`](Self::build) receiving in place.
     pub(super) fn build_zero_copy(mut self) -> Result<UdpSource<T>, Error> {
         // Few windows: they cycle through the circular buffer, and a small one stays in the
