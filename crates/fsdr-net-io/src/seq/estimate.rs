@@ -26,8 +26,7 @@ use super::clock::Ratio;
 /// where the longest is a single pair that spanned more time, as a loss or a time jump
 /// inside it makes): the longest was not the stream's rate (a time jump in the stream's
 /// first pair, or on a 4-bit counter 16 packets lost there that the counter could not
-/// show) or no longer is (a sender that changed its rate). Before, the estimate of such a
-/// first pair stood for good, and every later pair was left out as a time jump.
+/// show) or no longer is (a sender that changed its rate).
 ///
 /// ```
 /// use fsdr_net_io::seq::{RateEstimate, Ratio};

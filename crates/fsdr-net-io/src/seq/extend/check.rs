@@ -56,8 +56,7 @@ impl SeqExtender {
     /// took in (within a tick and 1% of its pair, [`RateEstimate`](crate::seq::RateEstimate))
     /// the ticks it lay off the longest run's bounds, which its slack counts (within about
     /// two ticks) — all but jumps within a tick or two of those bounds, which takes two of
-    /// them in one run. (Before, the margin was 0.2% of the run instead of the slack: a
-    /// clock within 0.2% was kept for good.)
+    /// them in one run.
     pub(super) fn run_contradicts(&mut self, tb: Timebase, at_once: bool) -> Option<RunSpan> {
         const FIRST_PAIRS: u64 = 16;
         const FIRST_TICKS: u64 = 1024;

@@ -1,15 +1,15 @@
 //! The sequence extender: short counters widened to 64 bits (rules on [`SeqExtender`]).
 
 use super::clock::{Ratio, Timebase};
-use check::Contradiction;
 pub use counter::fingerprint;
-use history::{Behind, History, Seen};
-use time::Proof;
+use history::{History, Seen};
+use placement::Placement;
 use timeline::Timeline;
 
 mod check;
 mod counter;
 mod history;
+mod placement;
 mod time;
 mod timeline;
 
@@ -317,83 +317,19 @@ impl SeqExtender {
         // A ratio learnt from one pair sizes no gap by the time: the pair may have spanned
         // a device time jump, which the packet after the gap is the first to show.
         let one_pair = self.first_pair_only();
-        let mut ambiguous = false;
-        // The count or size of the gap before it is unproven.
-        let mut gap_ambiguous = false;
+        let placement = self.classify(seq, d, plain, timed, placed, nominal, p, &n);
+        let Some(offset) = placement.offset() else {
+            let run_goes_on = matches!(placement, Placement::Restart { run_goes_on: true });
+            return self.restart(seq, p, run_goes_on);
+        };
+        // What the rule leaves unproven: the place, or the count or size of the gap before it.
+        let mut ambiguous = placement.place_unproven();
+        let mut gap_ambiguous = placement.gap_unproven();
         // A loss beside a time jump: the gap is the packets', the rest a jump.
-        let mut beside_jump = false;
+        let beside_jump = placement.beside_jump();
         // The configured clock was dropped on this packet: it is the next one, and the pair
         // has been learnt from.
-        let mut dropped = false;
-        let offset = match (timed, n.start) {
-            // The newest one again (its number and stamp), also where it is shorter than
-            // the stamps' rounding or the ratio too loose to place it.
-            _ if d == 0 && p.ticks.is_some() && p.ticks == n.ticks => 0,
-            (Some((s, tol)), Some(ns)) => match self.by_time(d, plain, (s, tol), ns, p, &n) {
-                Some((o, proof)) => {
-                    gap_ambiguous = proof != Proof::Exact;
-                    beside_jump = proof == Proof::BesideJump;
-                    o
-                }
-                // The counter goes on by one, but the time says the packet starts inside
-                // or behind the newest one: a clock configured slower than the stream's
-                // (a receiver told 200 Msps for a 491.52 Msps stream) makes every packet
-                // look so. Checked against the configured clock like any pair `learn`
-                // sees; a restart until it is dropped. (Before that: a ratio learnt from
-                // one pair that cannot place the packet is forgotten.)
-                None if self.first_pair_only() => {
-                    ambiguous = true;
-                    match self.forget_first_pair(d, plain, p, &n) {
-                        Some(o) => o,
-                        None => return self.restart(seq, p, false),
-                    }
-                }
-                None if plain == 1 && !n.eob => match self.contradicts_clock(&n, p) {
-                    Contradiction::Dropped => {
-                        dropped = true;
-                        1
-                    }
-                    Contradiction::Restart { run_goes_on } => {
-                        return self.restart(seq, p, run_goes_on);
-                    }
-                },
-                None => return self.restart(seq, p, false),
-            },
-            _ => {
-                // (Not where the stamps put it behind the newest one: a late copy of the
-                // packet numbered 0, which a learnt ratio too loose to place it made a
-                // restart.)
-                if self.restart_number(seq, plain) && self.behind_place(d, plain, p, &n).is_none() {
-                    return self.restart(seq, p, false);
-                }
-                match (plain <= 0, p.fingerprint) {
-                    (true, Some(fp)) if p.ticks.is_none() => {
-                        let q = history::pos(n.ext) + i128::from(plain);
-                        match self.behind_untimed(q, fp, &n) {
-                            Behind::Copy | Behind::Late => plain,
-                            // New data after a loss of half the counter's period or more.
-                            Behind::Not => {
-                                ambiguous = true;
-                                plain + self.period as i64
-                            }
-                        }
-                    }
-                    _ => match self.by_counter(d, plain, placed, nominal, p, &n) {
-                        // Ahead, the count of the gap before it is what is unproven: once
-                        // late packets fill that gap, it is in order as any other.
-                        Some((o, amb)) if o > 0 => {
-                            gap_ambiguous = amb;
-                            o
-                        }
-                        Some((o, amb)) => {
-                            ambiguous = amb;
-                            o
-                        }
-                        None => return self.restart(seq, p, false),
-                    },
-                }
-            }
-        };
+        let dropped = placement == Placement::ClockDropped;
         let ext = n.ext.wrapping_add(offset as u64);
         if !dropped {
             // Off the clock: the packet is not where the newest one's end puts it (beyond
