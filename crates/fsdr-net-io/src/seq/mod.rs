@@ -50,13 +50,15 @@
 //!   behind the newest one is a copy of the packet received at the counter's number
 //!   nearest to where the time puts it (the same stamp and length), or a late one where
 //!   nothing was received there and its time lies between its received neighbours'
-//!   (before the stream's first packet, within half the counter's period of it); otherwise
-//!   the device's clock was set back: a restart, every sample delivered, time tagged.
+//!   (before the stream's first packet, within half the counter's period of it; beyond the
+//!   1024 positions remembered, inside one of the last 256 gaps); otherwise the device's
+//!   clock was set back: a restart, every sample delivered, time tagged.
 //! - **Without time, the nearest number**: ahead up to half the counter's period is a gap;
 //!   behind is late (position missed) or a duplicate — a duplicate only when the whole
 //!   payload's [`fingerprint`] equals the one received there and no other remembered
 //!   position received it (repeating payloads prove nothing). Otherwise, where something was
-//!   received there, new data after a long loss: delivered, counted `ambiguous`.
+//!   received there, new data after a long loss: delivered, counted `ambiguous` (on CHDR's
+//!   16 bits, whose half period no stream without time tells, a duplicate all the same).
 //! - **Lost items**: from the timestamps where usable; otherwise lost packets × the largest
 //!   payload since the stream (re)started. A rate learnt from the stream sizes from the time
 //!   only where its stamps are exact as far as a run can tell (whole ticks a packet, each

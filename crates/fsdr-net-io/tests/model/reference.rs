@@ -369,24 +369,33 @@ impl<'a> Model<'a> {
     /// payload proves it — the same bytes as were received there, and no other position
     /// remembered (the last `HISTORY`) received them too (repeating payloads prove
     /// nothing): otherwise, where something was received there, new data after a loss of
-    /// half the counter's period or more, flagged. `None`: the restart number out of turn.
+    /// half the counter's period or more, flagged — on a counter whose half period is more
+    /// than `HISTORY` (CHDR's 16 bits) a duplicate all the same, such a loss being beyond
+    /// what the format tells. `None`: the restart number out of turn, unless its payload
+    /// proves it a copy.
     fn by_counter(&self, s: &Sent, n: &Newest, plain: i128) -> Option<(i128, bool, bool)> {
-        if self.restart_number(s, plain) {
+        // Behind: whether something was received there, and whether the payload proves a copy.
+        let there = (plain <= 0)
+            .then(|| {
+                let q = n.pos + plain;
+                self.prints
+                    .get(&q)
+                    .filter(|_| n.pos - q < HISTORY)
+                    .map(|b| {
+                        let mine = self.payload(&s.bytes);
+                        self.payload(b) == mine
+                            && !self
+                                .prints
+                                .range(n.pos - HISTORY + 1..=n.pos)
+                                .any(|(&o, b)| o != q && self.payload(b) == mine)
+                    })
+            })
+            .flatten();
+        if self.restart_number(s, plain) && there != Some(true) {
             return None;
         }
-        if plain <= 0 {
-            let q = n.pos + plain;
-            if let Some(b) = self.prints.get(&q).filter(|_| n.pos - q < HISTORY) {
-                let mine = self.payload(&s.bytes);
-                let proven = self.payload(b) == mine
-                    && !self
-                        .prints
-                        .range(n.pos - HISTORY + 1..=n.pos)
-                        .any(|(&o, b)| o != q && self.payload(b) == mine);
-                if !proven {
-                    return Some((plain + self.period, true, false));
-                }
-            }
+        if there == Some(false) && self.period / 2 <= HISTORY {
+            return Some((plain + self.period, true, false));
         }
         Some((plain, false, false))
     }

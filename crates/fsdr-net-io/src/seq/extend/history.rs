@@ -10,6 +10,9 @@ use crate::seq::SeqPacket;
 /// Positions remembered.
 pub(super) const REMEMBERED: usize = 1024;
 
+/// Gaps remembered (their positions, beyond the [`REMEMBERED`] ones too).
+const GAPS: usize = 256;
+
 /// A widened number as a position: numbers a wrapping subtraction took below 0 (a late
 /// packet from before a stream that began at 0) are negative.
 pub(super) fn pos(ext: u64) -> i128 {
@@ -34,6 +37,9 @@ pub(super) struct History {
     /// The stream started (not restarted) there: a packet before it may be a late one of
     /// the stream's (after a restart it would be one from before the restart).
     started: bool,
+    /// The last [`GAPS`] runs of positions missed, `[from, to)`, oldest first: beyond the
+    /// positions remembered, a packet is late only inside one of them.
+    gaps: std::collections::VecDeque<(i128, i128)>,
 }
 
 impl History {
@@ -47,6 +53,44 @@ impl History {
         self.first = ext;
         self.started = started;
         self.seen.iter_mut().for_each(|s| *s = None);
+        self.gaps.clear();
+    }
+
+    /// Positions `[from, to)` were missed (a gap before the packet at `to`).
+    pub(super) fn missed(&mut self, from: i128, to: i128) {
+        if from >= to {
+            return;
+        }
+        if self.gaps.len() == GAPS {
+            self.gaps.pop_front();
+        }
+        self.gaps.push_back((from, to));
+    }
+
+    /// Whether position `q` lies in a gap remembered, and takes it out (a late packet filled
+    /// it: a second one there is no late one).
+    pub(super) fn fill_missed(&mut self, q: i128) -> bool {
+        let Some(i) = self.gaps.iter().position(|&(a, b)| (a..b).contains(&q)) else {
+            return false;
+        };
+        let (a, b) = self.gaps[i];
+        match (a == q, q + 1 == b) {
+            (true, true) => {
+                self.gaps.remove(i);
+            }
+            (true, false) => self.gaps[i].0 = q + 1,
+            (false, true) => self.gaps[i].1 = q,
+            (false, false) => {
+                self.gaps[i].1 = q;
+                self.gaps.insert(i + 1, (q + 1, b));
+            }
+        }
+        true
+    }
+
+    /// Whether position `q` lies in a gap remembered.
+    fn was_missed(&self, q: i128) -> bool {
+        self.gaps.iter().any(|&(a, b)| (a..b).contains(&q))
     }
 
     pub(super) fn remember(&mut self, s: Seen) {
@@ -255,8 +299,10 @@ impl SeqExtender {
                         && self.history.started
                         && self.behind_timed(q, p, n) != Behind::Not
                 } else if !History::within(q, n.ext) {
-                    // Beyond what is remembered: a straggler where the time puts it.
-                    (k as f64 - est).abs() < 1.0
+                    // Beyond the positions remembered: a straggler where the time puts it,
+                    // in a gap remembered (else, where something was received or nothing
+                    // is known, the clock went back).
+                    (k as f64 - est).abs() < 1.0 && self.history.was_missed(q)
                 } else {
                     self.behind_timed(q, p, n) != Behind::Not
                 }

@@ -114,7 +114,8 @@ struct Newest {
 ///    sized from the packets ([`GapSize::Packets`]); otherwise the sender restarted. A
 ///    packet that starts behind the newest one is, at the counter's number nearest to
 ///    where the time puts it, a copy of the packet received there (its stamp and length)
-///    or a late one (nothing received there, its time between its received neighbours');
+///    or a late one (nothing received there, its time between its received neighbours';
+///    beyond the positions remembered, inside one of the last 256 gaps);
 ///    neither: the device's clock went back, a restart. A count the time raised past the
 ///    counter's is proven only where the time is whole packets and a learnt ratio is sure
 ///    of it within a unit beyond the stamps' rounding; otherwise flagged.
@@ -149,10 +150,13 @@ struct Newest {
 ///    equals the one received at that position and no other of the last positions
 ///    received it (repeating payloads — silence, a constant — prove nothing); otherwise,
 ///    where something was received there, it is new data after a loss longer than half
-///    the counter's period, delivered and flagged `ambiguous`. A number behind whose
-///    position was never received is late.
+///    the counter's period, delivered and flagged `ambiguous` — except on a counter whose
+///    half period is more than the positions remembered (CHDR's 16 bits), where it is a
+///    duplicate all the same: such a loss is beyond what the stream tells. A number
+///    behind whose position was never received is late.
 /// 4. **A restart number** (CHDR's 0) out of turn restarts the stream where the time does
-///    not place it (also after an end of burst), except just across the counter's wrap
+///    not place it (also after an end of burst) and its payload does not prove it a copy
+///    (rule 3), except just across the counter's wrap
 ///    (within [`HISTORY`](super::HISTORY) ahead), where it is the counter's own
 ///    continuation, and where the stamps put it behind the newest one.
 /// 5. **A configured clock** ([`SeqPacket::timebase`]) **is checked against the stream**:
@@ -390,6 +394,13 @@ impl SeqExtender {
             && let (Some(t), Some(s)) = (p.ticks, start)
         {
             self.timeline.anchor = Some((t, s));
+        }
+        if offset > 1 {
+            self.history
+                .missed(history::pos(n.ext) + 1, history::pos(ext));
+        } else if offset < 0 {
+            // Late (or a copy): a gap's position beyond those remembered is filled once.
+            self.history.fill_missed(history::pos(ext));
         }
         self.remember(ext, p);
         if offset > 0 {

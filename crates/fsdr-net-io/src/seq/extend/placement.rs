@@ -128,19 +128,44 @@ impl SeqExtender {
             }
             return restart;
         }
-        // (Not where the stamps put it behind the newest one: a late copy of the packet
-        // numbered 0, which a learnt ratio too loose to place it made a restart.)
-        if self.restart_number(seq, plain) && self.behind_place(d, plain, p, n).is_none() {
+        // Without a stamp, what the payload says of a number behind (or equal).
+        let untimed = match (plain <= 0, p.fingerprint, p.ticks) {
+            (true, Some(print), None) => {
+                let q = history::pos(n.ext) + i128::from(plain);
+                Some(self.behind_untimed(q, print, n))
+            }
+            _ => None,
+        };
+        // A restart number out of turn restarts the stream — not where the stamps put it
+        // behind the newest one (a late copy of the packet numbered 0, which a learnt ratio
+        // too loose to place it made a restart), nor where its payload proves it a copy of
+        // the packet received at its number (CHDR without stamps: packet 0 sent twice).
+        if self.restart_number(seq, plain)
+            && untimed != Some(Behind::Copy)
+            && self.behind_place(d, plain, p, n).is_none()
+        {
             return restart;
         }
-        if let (true, Some(print), None) = (plain <= 0, p.fingerprint, p.ticks) {
-            let q = history::pos(n.ext) + i128::from(plain);
-            let behind = self.behind_untimed(q, print, n);
-            let offset = match behind {
-                Behind::Copy | Behind::Late => plain,
-                Behind::Not => plain + self.period as i64,
+        if let Some(behind) = untimed {
+            return match behind {
+                Behind::Copy | Behind::Late => Placement::ByFingerprint {
+                    offset: plain,
+                    behind,
+                },
+                // A long counter (CHDR's 16 bits): a copy, whether or not its payload proves
+                // it (silence, a constant) — new data there would follow a loss of half the
+                // counter's period, beyond what such a stream tells (`seq`'s table).
+                Behind::Not if self.period / 2 > history::REMEMBERED as u64 => {
+                    Placement::ByFingerprint {
+                        offset: plain,
+                        behind: Behind::Copy,
+                    }
+                }
+                Behind::Not => Placement::ByFingerprint {
+                    offset: plain + self.period as i64,
+                    behind,
+                },
             };
-            return Placement::ByFingerprint { offset, behind };
         }
         match self.by_counter(d, plain, placed, nominal, p, n) {
             Some((offset, unproven)) => Placement::ByCounter { offset, unproven },
