@@ -2,6 +2,9 @@
 //! handle a misbehaving device clock and network, written from the README and the rustdoc
 //! only.
 //!
+//! long: one harness (streams, the engine and in-place runs, the expected outcome) and the
+//! review's 108 cases on it, as the reviewer wrote them; split, each part would repeat it.
+//!
 //! Every stream is a RAMP: sample `i` of the sender carries the value `i + 1` (as a
 //! little-endian `u32`, decoded with `WireFormat::Plain` into `u32` items, 4 bytes a sample
 //! as sc16), so any lost, duplicated, shifted or zero-filled sample is visible. Packets go
@@ -16,9 +19,6 @@
 //! Expected results are computed from what the README and the rustdoc of `seq` (module
 //! table and rules), `SeqExtender` and `Stats` promise; the comment above each case says which
 //! sentence.
-//!
-//! long: one harness (streams, the engine and in-place runs, the expected outcome) and the
-//! review's 108 cases on it, as the reviewer wrote them; split, each part would repeat it.
 
 use fsdr_net_io::depacketizer::{
     DatagramIn, Depacketizer, DepacketizerConfig, DepacketizerStats, GapEvent, TagKind,
