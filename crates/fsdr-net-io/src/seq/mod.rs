@@ -109,6 +109,12 @@ pub const HISTORY: u64 = 1024;
 /// before the tracker takes them for a restarted sender; fewer are late stragglers.
 pub const RESTART_RUN: u32 = 4;
 
+/// How far behind the tracker still knows which positions were missed: a number there
+/// whose position was missed is a late straggler, never part of a restart run (a receive
+/// thread of several, starved by the scheduler, delivers its backlog thousands behind the
+/// others').
+pub const STRAGGLERS: u64 = 65_536;
+
 /// Rules for a [`SeqTracker`]. Start from [`SeqConfig::for_bits`] and change fields: more
 /// rules may come (`#[non_exhaustive]`).
 ///
@@ -192,8 +198,9 @@ pub enum SeqOffset {
     Ahead(u64),
     /// `n` frames behind the expected one (1 ≤ n ≤ [`HISTORY`]).
     Behind(u64),
-    /// More than [`HISTORY`] frames behind: a straggler, or (after
-    /// [`SeqConfig::restart_run`] in a row) a restarted sender.
+    /// More than [`HISTORY`] frames behind: a straggler (late where its position was missed,
+    /// within [`STRAGGLERS`]), or (after [`SeqConfig::restart_run`] in a row of others) a
+    /// restarted sender.
     FarBehind,
     /// A restart or a jump beyond `max_gap`.
     Resync,
@@ -211,8 +218,9 @@ pub struct SeqTracker {
     /// Position of the stream's first datagram since it (re)started: one behind it was
     /// never part of the stream, late (not a duplicate).
     start: u64,
-    /// Bit per recent position: set when that position was missed and has not arrived.
-    missed: [u64; (HISTORY / 64) as usize],
+    /// Bit per recent position ([`STRAGGLERS`] of them): set when that position was missed
+    /// and has not arrived.
+    missed: Box<[u64]>,
     /// The last far-behind sequence number and how many consecutive ones led to it.
     far_run: Option<(u64, u32)>,
 }
@@ -226,7 +234,7 @@ impl SeqTracker {
             next: None,
             position: 0,
             start: 0,
-            missed: [0; (HISTORY / 64) as usize],
+            missed: vec![0; (STRAGGLERS / 64) as usize].into_boxed_slice(),
             far_run: None,
         }
     }
@@ -272,7 +280,7 @@ impl SeqTracker {
     }
 
     fn bit(&mut self, position: u64, missed: bool) {
-        let i = (position % HISTORY) as usize;
+        let i = (position % STRAGGLERS) as usize;
         let (word, bit) = (i / 64, i % 64);
         if missed {
             self.missed[word] |= 1 << bit;
@@ -282,7 +290,7 @@ impl SeqTracker {
     }
 
     fn is_missed(&self, position: u64) -> bool {
-        let i = (position % HISTORY) as usize;
+        let i = (position % STRAGGLERS) as usize;
         self.missed[i / 64] >> (i % 64) & 1 == 1
     }
 
@@ -293,6 +301,18 @@ impl SeqTracker {
             if last.wrapping_add(1) & self.mask == seq && n + 1 >= run)
     }
 
+    /// Whether `seq`, more than [`HISTORY`] behind, lies within [`STRAGGLERS`] of the stream
+    /// at a position since its (re)start that was missed.
+    fn missed_far_behind(&self, seq: u64) -> bool {
+        let Some(next) = self.next else {
+            return false;
+        };
+        let behind = next.wrapping_sub(seq & self.mask) & self.mask;
+        behind < STRAGGLERS
+            && behind <= self.position - self.start
+            && self.is_missed(self.position - behind)
+    }
+
     /// Starts the stream over at `seq` (a restart decided by the caller).
     pub fn restart_at(&mut self, seq: u64) -> SeqEvent {
         self.start_at(seq & self.mask);
@@ -301,7 +321,7 @@ impl SeqTracker {
 
     fn start_at(&mut self, seq: u64) {
         self.far_run = None;
-        self.missed = [0; (HISTORY / 64) as usize];
+        self.missed.fill(0);
         self.next = Some(seq.wrapping_add(1) & self.mask);
         self.start = self.position;
         self.position = self.position.wrapping_add(1);
@@ -324,6 +344,13 @@ impl SeqTracker {
                 self.start_at(seq);
                 SeqEvent::Resync
             }
+            SeqOffset::FarBehind if self.missed_far_behind(seq) => {
+                // A straggler into a gap still known: late, and its place no longer missed.
+                self.far_run = None;
+                let behind = self.next.map_or(0, |n| n.wrapping_sub(seq) & self.mask);
+                self.bit(self.position - behind, false);
+                SeqEvent::Late
+            }
             SeqOffset::FarBehind => {
                 let restart = self.completes_restart_run(seq);
                 let run = match self.far_run {
@@ -345,8 +372,8 @@ impl SeqTracker {
                 SeqEvent::InOrder
             }
             SeqOffset::Ahead(n) => {
-                if n >= HISTORY {
-                    self.missed = [u64::MAX; (HISTORY / 64) as usize];
+                if n >= STRAGGLERS {
+                    self.missed.fill(u64::MAX);
                 } else {
                     for p in self.position..self.position + n {
                         self.bit(p, true);
@@ -509,5 +536,24 @@ mod tests {
         }
         use SeqEvent::*;
         assert_eq!(run(&mut t, &[0, 1, 2]), [Resync, InOrder, InOrder]);
+    }
+
+    /// A receive thread of several (SO_REUSEPORT), starved by the scheduler, delivers a run
+    /// of consecutive numbers thousands behind the others': stragglers into the gap they
+    /// left, late — not a restarted sender, whose restart would count the thousands between
+    /// as lost when the next number in order came (the phantom losses of
+    /// `reuseport_cbpf_spreads_one_flow_and_order_is_restored` under load).
+    #[test]
+    fn a_starved_threads_backlog_is_late_not_a_restart() {
+        let mut t = SeqTracker::new(SeqConfig::for_bits(64));
+        for s in (1..5000).filter(|s| !(2000..2004).contains(s)) {
+            t.observe(s);
+        }
+        let backlog: Vec<_> = (2000..2004).map(|s| t.observe(s)).collect();
+        assert_eq!(backlog, [SeqEvent::Late; 4]);
+        assert_eq!(t.observe(5000), SeqEvent::InOrder);
+        // Received ones far behind in a row still restart (a sender started over).
+        let again: Vec<_> = (100..104).map(|s| t.observe(s)).collect();
+        assert_eq!(again.last(), Some(&SeqEvent::Resync), "{again:?}");
     }
 }

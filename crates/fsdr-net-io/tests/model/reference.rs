@@ -94,6 +94,9 @@ struct Received {
 const EPOCH: i128 = 1 << 60;
 const HISTORY: i128 = 1024;
 const MAX_GAP: i128 = 1 << 20;
+/// How far behind the tracker knows the positions missed (`seq::STRAGGLERS`).
+const STRAGGLERS: i128 = 65_536;
+
 /// Consecutive numbers far behind (beyond `HISTORY`) that restart a 64-bit counter's stream.
 const RESTART_RUN: u32 = 4;
 
@@ -474,6 +477,17 @@ impl<'a> Model<'a> {
             return;
         }
         if p.pos < next {
+            // Within `STRAGGLERS`, one into a gap the stream knows is late (a starved
+            // reuseport thread's backlog), never part of a restart run.
+            if next - p.pos > HISTORY
+                && next - p.pos < STRAGGLERS
+                && p.pos >= self.order_first
+                && self.missed.remove(&p.pos)
+            {
+                self.far_run = None;
+                self.out.counts.late += 1;
+                return;
+            }
             if next - p.pos > HISTORY {
                 // A straggler; for a 64-bit counter (no time, no widening to place it) the
                 // last of a run of consecutive ones is a restarted sender.
