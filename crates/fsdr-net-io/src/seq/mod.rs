@@ -301,16 +301,13 @@ impl SeqTracker {
             if last.wrapping_add(1) & self.mask == seq && n + 1 >= run)
     }
 
-    /// Whether `seq`, more than [`HISTORY`] behind, lies within [`STRAGGLERS`] of the stream
-    /// at a position since its (re)start that was missed.
-    fn missed_far_behind(&self, seq: u64) -> bool {
-        let Some(next) = self.next else {
-            return false;
-        };
-        let behind = next.wrapping_sub(seq & self.mask) & self.mask;
-        behind < STRAGGLERS
-            && behind <= self.position - self.start
-            && self.is_missed(self.position - behind)
+    /// The position of `seq`, more than [`HISTORY`] behind, where it lies within
+    /// [`STRAGGLERS`] of the stream at a position since its (re)start that was missed.
+    fn missed_far_behind(&self, seq: u64) -> Option<u64> {
+        let behind = self.next?.wrapping_sub(seq & self.mask) & self.mask;
+        (behind < STRAGGLERS && behind <= self.position - self.start)
+            .then(|| self.position - behind)
+            .filter(|&p| self.is_missed(p))
     }
 
     /// Starts the stream over at `seq` (a restart decided by the caller).
@@ -344,11 +341,10 @@ impl SeqTracker {
                 self.start_at(seq);
                 SeqEvent::Resync
             }
-            SeqOffset::FarBehind if self.missed_far_behind(seq) => {
+            SeqOffset::FarBehind if let Some(p) = self.missed_far_behind(seq) => {
                 // A straggler into a gap still known: late, and its place no longer missed.
                 self.far_run = None;
-                let behind = self.next.map_or(0, |n| n.wrapping_sub(seq) & self.mask);
-                self.bit(self.position - behind, false);
+                self.bit(p, false);
                 SeqEvent::Late
             }
             SeqOffset::FarBehind => {

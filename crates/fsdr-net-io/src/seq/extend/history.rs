@@ -67,11 +67,11 @@ impl History {
         self.gaps.push_back((from, to));
     }
 
-    /// Whether position `q` lies in a gap remembered, and takes it out (a late packet filled
+    /// Takes position `q` out of the gap remembered it lies in, if any (a late packet filled
     /// it: a second one there is no late one).
-    pub(super) fn fill_missed(&mut self, q: i128) -> bool {
+    pub(super) fn fill_missed(&mut self, q: i128) {
         let Some(i) = self.gaps.iter().position(|&(a, b)| (a..b).contains(&q)) else {
-            return false;
+            return;
         };
         let (a, b) = self.gaps[i];
         match (a == q, q + 1 == b) {
@@ -85,7 +85,6 @@ impl History {
                 self.gaps.insert(i + 1, (q + 1, b));
             }
         }
-        true
     }
 
     /// Whether position `q` lies in a gap remembered.
@@ -324,8 +323,18 @@ impl SeqExtender {
         }
     }
 
-    /// Remembers the packet placed at `ext`, unless something was received there.
+    /// Remembers the packet placed at `ext`, unless something was received there, and the
+    /// gap before it (ahead of the newest one), or that it filled a gap's position (behind:
+    /// late, once).
     pub(super) fn remember(&mut self, ext: u64, p: &SeqPacket) {
+        if let Some(n) = self.newest {
+            let (q, last) = (pos(ext), pos(n.ext));
+            if q > last + 1 {
+                self.history.missed(last + 1, q);
+            } else if q < last {
+                self.history.fill_missed(q);
+            }
+        }
         let newest = self
             .newest
             .map_or(ext, |n| if pos(ext) > pos(n.ext) { ext } else { n.ext });

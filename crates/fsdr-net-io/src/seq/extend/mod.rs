@@ -395,13 +395,6 @@ impl SeqExtender {
         {
             self.timeline.anchor = Some((t, s));
         }
-        if offset > 1 {
-            self.history
-                .missed(history::pos(n.ext) + 1, history::pos(ext));
-        } else if offset < 0 {
-            // Late (or a copy): a gap's position beyond those remembered is filled once.
-            self.history.fill_missed(history::pos(ext));
-        }
         self.remember(ext, p);
         if offset > 0 {
             self.newest = Some(Newest {
