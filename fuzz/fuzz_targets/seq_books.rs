@@ -1,6 +1,6 @@
 //! The sequence layer's books against what was sent: the fuzzer's bytes are a stream (format,
-//! clock, encoding, window, and per packet its losses, short length, burst end, time jump,
-//! restart, delay and duplicate), the reference model of `fsdr-net-io/tests/model` says what
+//! clock, encoding, window, payload, and per packet its losses, short or long length, burst
+//! end, time jump, clock set back, restart, delay and duplicate), the reference model of `fsdr-net-io/tests/model` says what
 //! an exact receiver delivers, and the library's output — every item, tag and counter — must
 //! be that. The check knows what was sent; it never asks the code under test.
 #![no_main]
@@ -23,7 +23,7 @@ mod windows;
 
 use fsdr_net_io::seq::Ratio;
 use libfuzzer_sys::fuzz_target;
-use scenario::{Clock, Enc, Kind, Op, Scenario};
+use scenario::{Back, Clock, Content, Enc, Kind, Op, Scenario};
 
 /// A scenario from bytes: 8 of parameters, then 3 per packet.
 fn scenario(data: &[u8]) -> Option<Scenario> {
@@ -86,9 +86,24 @@ fn scenario(data: &[u8]) -> Option<Scenario> {
             } else {
                 0
             };
+            // A packet longer than the stream's size.
+            let long = if b[1] & 0xf0 == 0x60 {
+                let l = 1 + b[2] as usize % (2 * spp);
+                if even { l & !1 } else { l }
+            } else {
+                0
+            };
+            // The device's clock set back before it (formats with time).
+            let back = (timed && b[1] & 0xf0 == 0x50).then(|| match b[2] % 4 {
+                0 => Back::ToStart,
+                1 => Back::ToZero,
+                _ => Back::By(1 + u64::from(b[2]) * spp as u64 / 4),
+            });
             Op {
                 lose,
                 short,
+                long,
+                back,
                 eob_gap: (chdr && timed && b[1] & 0xf0 == 0x10)
                     .then(|| u64::from(b[2]) % (3 * spp as u64)),
                 jump: if kind == Kind::ChdrTicks && b[1] & 0xf0 == 0x20 {
@@ -131,8 +146,13 @@ fn scenario(data: &[u8]) -> Option<Scenario> {
         first_seq,
         window,
         ops,
-        content: scenario::Content::Ramp,
-        t0: 0,
+        // Ramps mostly; silence and repeating payloads (which prove no copy).
+        content: match head[6] % 8 {
+            0 => Content::Zeros,
+            1 => Content::Repeat(1 + u64::from(head[5] % 4) * spp as u64),
+            _ => Content::Ramp,
+        },
+        t0: u64::from(head[5]) << 20,
     }
     .coarse()
     .learnt())

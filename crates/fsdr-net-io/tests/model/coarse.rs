@@ -162,11 +162,12 @@ impl Scenario {
         // A clock set back into the place of lost packets, its counter on a number of
         // theirs, is a late one of them where its time fits their place; within the
         // rounding only, the model, which knows the time exactly, cannot say: no step back
-        // after a loss (or a jump, which a 4-bit counter may read as 16·m lost), nor to
-        // before the stream's start.
+        // after a loss (or a jump, which a 4-bit counter may read as 16·m lost, or a
+        // counter restart or a burst's end, which may read as lost packets), nor to before
+        // the stream's start.
         let mut lost = false;
         for o in &mut self.ops {
-            lost |= o.lose > 0 || o.jump > 0;
+            lost |= o.lose > 0 || o.jump > 0 || o.restart || o.eob_gap.is_some();
             if lost {
                 o.back = None;
             }

@@ -73,7 +73,16 @@ impl SeqExtender {
         let r = tb.ticks_per_unit;
         let told = run.bytes as f64 * r.num() as f64 / (r.den() as f64 * f64::from(tb.unit_bytes));
         let ticks = run.ticks as f64;
-        ((ticks - told).abs() > 5.0 + run.slack as f64).then_some(run)
+        let units = i128::from(run.bytes / u64::from(tb.unit_bytes.max(1)));
+        // A wrong clock's stream has one rate, the one the confirming pair showed too (that
+        // pair agreed with the clock only within its rounding): a run at a rate that pair
+        // excludes is time jumps on consecutive packets (a sample or two each on packets
+        // of a sample), not the clock.
+        let one_stream = self
+            .timeline
+            .confirmed
+            .is_none_or(|by| run_agrees(by, (run.ticks, units), run.slack));
+        ((ticks - told).abs() > 5.0 + run.slack as f64 && one_stream).then_some(run)
     }
 
     /// Drops the configured clock `tb` that the stream contradicted (`ticks` ticks for
@@ -131,7 +140,7 @@ impl SeqExtender {
                 run_goes_on: self.timeline.learnt.in_run(),
             };
         };
-        if self.timeline.confirmed {
+        if self.timeline.confirmed.is_some() {
             self.timeline
                 .learnt
                 .pair_counting(dt, n.payload as u64, true);
@@ -185,6 +194,17 @@ fn one_rate((t1, u1): (u64, i128), (t2, u2): (u64, i128)) -> bool {
         return false;
     }
     (i128::from(t1) * u2 - i128::from(t2) * u1).abs() < u1 + u2
+}
+
+/// Whether a run of `ticks` for `units` (its time jumps `slack` ticks off its rate at
+/// most) shows the rate of the pair `(t, u)` within both's rounding:
+/// `|ticks/units − t/u| < 1/u + (1 + slack)/units`.
+fn run_agrees((t, u): (u64, i128), (ticks, units): (u64, i128), slack: u64) -> bool {
+    if u <= 0 || units <= 0 {
+        return true;
+    }
+    let slack = i128::from(slack.min(u64::from(u32::MAX)));
+    (i128::from(ticks) * u - i128::from(t) * units).abs() < units + (1 + slack) * u
 }
 
 #[cfg(test)]

@@ -167,7 +167,9 @@ struct Newest {
 ///    (the longest run, checked from 16 pairs and 1024 ticks on, then each time it has
 ///    doubled; the run going on, at each pair the clock does not agree with) — a clock
 ///    wrong by less than the stamps' rounding over one packet, which a pair can confirm.
-///    Until then a packet such a clock cannot place is a restart, as rule 1 says; a gap
+///    Such a run's rate is the one the confirming pair showed within both's rounding (a
+///    wrong clock's stream has one rate): a run at a rate that pair excludes is time
+///    jumps on consecutive packets, and the clock stays. Until then a packet such a clock cannot place is a restart, as rule 1 says; a gap
 ///    it sizes at other than whole packets is flagged (its error over the gap is not
 ///    known), and the lost packets may hold up to two ticks a packet and 1% more time
 ///    than the stream's largest (the clock's error, not a period of the counter more).
@@ -451,9 +453,9 @@ impl SeqExtender {
             return;
         }
         match self.timeline.fixed {
-            Some(tb) if !self.timeline.confirmed => {
+            Some(tb) if self.timeline.confirmed.is_none() => {
                 if tb.ticks_per_unit.agrees(i128::from(dt), n.units) {
-                    self.timeline.confirmed = true;
+                    self.timeline.confirmed = Some((dt, n.units));
                 } else {
                     self.contradicted(tb, dt, n.units, t0);
                 }
@@ -480,7 +482,7 @@ impl SeqExtender {
     }
 
     fn begin(&mut self, seq: u64, p: &SeqPacket, ext: u64) -> Widened {
-        if p.timebase.is_some() && !self.timeline.confirmed {
+        if p.timebase.is_some() && self.timeline.confirmed.is_none() {
             self.timeline.fixed = p.timebase;
         }
         self.timeline.anchor = p.ticks.map(|t| (t, 0));

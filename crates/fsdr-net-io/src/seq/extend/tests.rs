@@ -242,11 +242,42 @@ fn a_clock_wrong_within_a_pairs_rounding_is_dropped_over_a_run() {
             }
             prev = Some((k, w.ext));
             if k == 1 {
-                assert!(x.timeline.confirmed, "the first pair confirms it");
+                assert!(x.timeline.confirmed.is_some(), "the first pair confirms it");
             }
         }
         assert!(x.clock_dropped(), "{bits} bits");
     }
+}
+
+/// Time jumps of two ticks on consecutive packets of one sample (a told clock of a tick a
+/// sample): their run spans three ticks a sample, which the pair that confirmed the clock
+/// (one tick for one sample) excludes, so they are jumps, not the clock; a loss of 49
+/// packets after them is sized by that clock, no restart (the fuzzer's seq_books case).
+#[test]
+fn jumps_on_consecutive_packets_do_not_drop_a_confirmed_clock() {
+    let tb = Timebase::of_rates(100e6, 100e6, 4);
+    let mut x = SeqExtender::new(16, Some(0));
+    let p = |seq: u64, t: u64| SeqPacket {
+        seq,
+        ticks: Some(t),
+        timebase: tb,
+        payload: 4,
+        ..Default::default()
+    };
+    let mut last = 0;
+    for (k, (seq, t)) in [(0, 0), (1, 1), (2, 4), (3, 7), (4, 10), (5, 11), (55, 61)]
+        .into_iter()
+        .chain((56..60).map(|s| (s, 62 + 3 * (s - 56))))
+        .enumerate()
+    {
+        let w = x.extend(&p(seq, t));
+        assert!(!w.restart, "packet {k}: {w:?}");
+        if k > 0 {
+            assert_eq!(w.ext - last, if seq == 55 { 50 } else { 1 }, "packet {k}");
+        }
+        last = w.ext;
+    }
+    assert!(!x.clock_dropped());
 }
 
 /// Without a timebase the ratio is learnt; until a run pins it, the counter decides

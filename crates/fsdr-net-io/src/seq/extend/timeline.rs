@@ -46,8 +46,9 @@ pub(super) struct Timeline {
     pub(super) learnt: RateEstimate,
     /// A timestamp and the position it stands for.
     pub(super) anchor: Option<(u64, i128)>,
-    /// Two consecutive packets agreed with the configured timebase.
-    pub(super) confirmed: bool,
+    /// Two consecutive packets agreed with the configured timebase: the pair's ticks and
+    /// the units of its first packet.
+    pub(super) confirmed: Option<(u64, i128)>,
     /// The last pair that contradicted it before any agreed (a device's time jump makes
     /// one): its ticks and the units of its first packet.
     pub(super) contradicted: Option<(u64, i128)>,
