@@ -380,3 +380,17 @@ fn a_late_short_packet_after_a_restart_is_placed() {
     (sc.content, sc.t0) = (Content::Repeat(10), 3_145_728);
     both(&sc);
 }
+
+/// A packet 1024 positions late (exactly what the receiver remembers), into a gap it
+/// remembers, under a ratio learnt too loosely to place it: a straggler, late, not a
+/// restart (the widened seq_books fuzz target).
+#[test]
+fn learnt_a_straggler_1024_late_into_a_gap_is_late() {
+    let mut ops = plain_ops(18);
+    (ops[7].delay, ops[8].lose, ops[14].delay) = (9, 9, 4);
+    (ops[15].lose, ops[16].lose, ops[17].lose) = (989, 17, 8);
+    let clock = (Ratio::new(625, 96).unwrap(), 200e6, 30.72e6);
+    let mut sc = case(Kind::ChdrTicks, Enc::Fc32, clock, 2, 65_535, 0, ops);
+    sc.t0 = 1_048_576;
+    both(&learnt(sc));
+}

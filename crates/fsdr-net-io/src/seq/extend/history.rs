@@ -259,21 +259,22 @@ impl SeqExtender {
                     self.timeline.tolerance(s.pos) + self.timeline.quantum(),
                 );
                 (
-                    rel as f64 / nominal as f64,
+                    (rel as f64 / nominal as f64, tol as f64 / nominal as f64),
                     (-rel + tol) / self.timeline.least_packet(),
                 )
             }
             // No rate: the counter's nearest number first.
             _ => {
                 let near = i128::from(plain) - if plain > 0 { self.period as i128 } else { 0 };
-                (near as f64, REMEMBERED as i128)
+                ((near as f64, 0.0), REMEMBERED as i128)
             }
         };
         self.find_behind(d, est, max_back, p, n)
     }
 
     /// Of the counter's values behind the newest one `n` (`d` ahead of it by the counter)
-    /// down to `max_back`, the one nearest to `est` where `p` is a copy or a late packet.
+    /// down to `max_back`, the one nearest to `est` (packets behind, and how far off that
+    /// may be) where `p` is a copy or a late packet.
     /// Before the stream's first packet nothing bounds a late one's place but the time's
     /// estimate: only the nearest number may lie there, less than half the counter's period
     /// before it (a clock set back before the stream's start is no late packet), and only
@@ -281,7 +282,7 @@ impl SeqExtender {
     pub(super) fn find_behind(
         &self,
         d: u64,
-        est: f64,
+        (est, spread): (f64, f64),
         max_back: i128,
         p: &SeqPacket,
         n: &Newest,
@@ -298,10 +299,11 @@ impl SeqExtender {
                         && self.history.started
                         && self.behind_timed(q, p, n) != Behind::Not
                 } else if !History::within(q, n.ext) {
-                    // Beyond the positions remembered: a straggler where the time puts it,
-                    // in a gap remembered (else, where something was received or nothing
-                    // is known, the clock went back).
-                    (k as f64 - est).abs() < 1.0 && self.history.was_missed(q)
+                    // Beyond the positions remembered: a straggler where the time puts it
+                    // (within the estimate's uncertainty: a learnt ratio's over the
+                    // distance), in a gap remembered (else, where something was received
+                    // or nothing is known, the clock went back).
+                    (k as f64 - est).abs() < 1.0 + spread && self.history.was_missed(q)
                 } else {
                     self.behind_timed(q, p, n) != Behind::Not
                 }

@@ -110,7 +110,7 @@ impl SeqExtender {
             return None;
         }
         let max_back = (-rel + tol) / self.timeline.least_packet();
-        let est = rel as f64 / nominal as f64;
+        let est = (rel as f64 / nominal as f64, tol as f64 / nominal as f64);
         let k = self.find_behind(d, est, max_back, p, n)?;
         Some((i64::try_from(k).ok()?, Proof::Exact))
     }
