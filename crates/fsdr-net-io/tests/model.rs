@@ -394,3 +394,24 @@ fn learnt_a_straggler_1024_late_into_a_gap_is_late() {
     sc.t0 = 1_048_576;
     both(&learnt(sc));
 }
+
+/// CHDR's counter restarted twice in a row (0, then 0 again), rates learnt, ticks coarser
+/// than a sample: the second 0 is a second restart, not 65 535 packets lost (the widened
+/// seq_books fuzz target).
+#[test]
+fn learnt_two_restarts_in_a_row_are_two_restarts() {
+    let mut ops = plain_ops(20);
+    for o in &mut ops[..13] {
+        o.lose = 23;
+    }
+    (
+        ops[14].lose,
+        ops[16].restart,
+        ops[17].restart,
+        ops[19].short,
+    ) = (5, true, true, 16);
+    let clock = (Ratio::new(625, 1536).unwrap(), 200e6, 491.52e6);
+    let mut sc = case(Kind::ChdrTicks, Enc::Sc16, clock, 23, 65_535, 3, ops);
+    sc.t0 = 232_783_872;
+    both(&learnt(sc));
+}

@@ -115,6 +115,11 @@ impl SeqExtender {
             // until it is dropped. A ratio learnt from one pair that cannot place the packet
             // is forgotten first.
             if self.first_pair_only() {
+                // Rule 4 first: the restart number out of turn restarts (CHDR's 0 twice in
+                // a row, the ratio learnt from the pair before the first: not 65 535 lost).
+                if self.restart_number(seq, plain) && self.behind_place(d, plain, p, n).is_none() {
+                    return restart;
+                }
                 return match self.forget_first_pair(d, plain, p, n) {
                     Some(offset) => Placement::FirstPairForgotten { offset },
                     None => restart,
