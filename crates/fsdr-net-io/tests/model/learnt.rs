@@ -140,6 +140,15 @@ impl Scenario {
             }
         }
         self.no_step_before_the_start();
+        // Steps on consecutive packets agree with each other and not with the stream's
+        // run: as many in a row as the pairs before them (up to 16) are a rate the sender
+        // changed to (`seq::RateEstimate`'s rival run), which no receiver that learns the
+        // rate can tell from steps: no step right after a step.
+        for i in 1..n {
+            if self.ops[i - 1].jump > 0 {
+                self.ops[i].jump = 0;
+            }
+        }
         let steps: Vec<usize> = (0..n)
             .filter_map(|i| {
                 let o = &self.ops[i];
