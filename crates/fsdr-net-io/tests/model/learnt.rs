@@ -70,8 +70,16 @@ impl Scenario {
         // between two arrivals (the counter steps less than half its period), and fewer
         // than the 1024 positions remembered: without a rate, a packet late across more
         // is placed by nothing (a restart, the README says).
+        // The warm-up lasts until two pairs in a row, the first run (a ratio from one pair
+        // sizes no gap: losses and late packets in the first packets can leave none for
+        // long; the fuzzer found 65 536 lost at packet 17, every packet before late).
+        let run = (2..n)
+            .find(|&i| {
+                super::scenario::pair_at(&self.ops, i - 1) && super::scenario::pair_at(&self.ops, i)
+            })
+            .map_or(n, |i| i + 1);
         let mut skip = (self.kind.period() / 2 - 2).min(1000);
-        for o in self.ops.iter_mut().take(WARM_UP) {
+        for o in self.ops.iter_mut().take(WARM_UP.max(run)) {
             let (lose, delay, dup) = (o.lose.min(skip), o.delay, o.dup);
             *o = Default::default();
             skip -= lose;

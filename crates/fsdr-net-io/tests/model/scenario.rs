@@ -564,21 +564,29 @@ pub fn tidy(mut ops: Vec<Op>) -> Vec<Op> {
 /// out, which can make an earlier pair the first: the fuzzer found a told clock's first
 /// two pairs each stepping, 3 and 6 samples, once `coarse` took a late packet out).
 pub fn calm_first_pair(ops: &mut [Op]) {
-    // Nor may a packet delayed from before arrive between the two (it arrives right after
-    // the packet `delay` on): the first packet late restarts the stream there, and the
-    // pair after it is the first (the fuzzer: two equal jumps right after such a restart).
-    let first_pair = (1..ops.len()).find(|&i| {
-        let (o, before) = (&ops[i], &ops[i - 1]);
-        let between = (0..i - 1).any(|j| ops[j].delay > 0 && j + ops[j].delay == i - 1);
-        o.lose == 0
-            && o.delay == 0
-            && before.delay == 0
-            && before.eob_gap.is_none()
-            && !o.restart
-            && !between
-    });
+    let first_pair = (1..ops.len()).find(|&i| pair_at(ops, i));
     for o in &mut ops[..first_pair.map_or(0, |i| i + 1)] {
         o.jump = 0;
         o.back = None;
     }
+}
+
+/// Whether packets `i − 1` and `i` arrive as a consecutive pair: nothing lost between,
+/// neither late, no end of burst, no restart — nor a packet from before the stream's first
+/// arrival arriving between the two (it arrives right after the packet `delay` on, and may
+/// restart the stream there, the pair after it then the first; the fuzzer found two equal
+/// jumps right after such a restart). Other late packets leave a pair as it is: they do
+/// not change the newest one.
+pub fn pair_at(ops: &[Op], i: usize) -> bool {
+    let (o, before) = (&ops[i], &ops[i - 1]);
+    let first_arrival = (0..ops.len()).min_by_key(|&k| (k + ops[k].delay, ops[k].delay));
+    let between = (0..i - 1).any(|j| {
+        ops[j].delay > 0 && j + ops[j].delay == i - 1 && first_arrival.is_some_and(|f| j < f)
+    });
+    o.lose == 0
+        && o.delay == 0
+        && before.delay == 0
+        && before.eob_gap.is_none()
+        && !o.restart
+        && !between
 }
