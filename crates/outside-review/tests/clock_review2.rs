@@ -509,12 +509,11 @@ fn confirmed_clock_stays_through_equal_consecutive_jumps_and_a_later_loss_is_exa
     report(&bad);
 }
 
-// Case 1, finding. As above (rule 5: "a run at a rate that pair excludes is time jumps on
+// Case 1, a finding of the review (fixed). As above (rule 5: "a run at a rate that pair excludes is time jumps on
 // consecutive packets, and the clock stays"), with 16 consecutive jumps of 1 sample (4 ticks,
 // 1% of a 100-sample packet) after 8 packets that confirmed the clock.
 #[test]
-#[ignore = "finding: CHDR told 200 MHz/50 Msps, confirmed: 15+ consecutive 1-sample jumps drop the clock; 40 lost zero-filled 3979, not 4000"]
-fn finding_chdr_confirmed_clock_dropped_by_15_consecutive_small_jumps() {
+fn chdr_confirmed_clock_stays_through_15_consecutive_small_jumps() {
     let mut bad = Vec::new();
     for (spp, jumps, pre, mid) in [
         (100, 15, 8, 5),
@@ -536,11 +535,10 @@ fn finding_chdr_confirmed_clock_dropped_by_15_consecutive_small_jumps() {
     report(&bad);
 }
 
-// Case 1, finding. The same rule on VRT picoseconds (a told clock): a long confirmed run, then
+// Case 1, a finding of the review (fixed). The same rule on VRT picoseconds (a told clock): a long confirmed run, then
 // two (or three) consecutive jumps of 1 sample (20 000 ps, 1% of a 100-sample packet).
 #[test]
-#[ignore = "finding: VRT ps told 50 Msps, 300 packets confirmed: 2 consecutive 1-sample jumps drop the clock; later loss flagged ambiguous"]
-fn finding_vrt_ps_confirmed_clock_dropped_by_two_small_jumps() {
+fn vrt_ps_confirmed_clock_stays_through_two_small_jumps() {
     let mut bad = Vec::new();
     for (spp, jumps, pre, mid) in [
         (100, 2, 300, 300),
@@ -562,13 +560,12 @@ fn finding_vrt_ps_confirmed_clock_dropped_by_two_small_jumps() {
     report(&bad);
 }
 
-// Case 1, finding. Module table, "CHDR, ticks longer than half a sample (491.52 Msps at 200
+// Case 1, a finding of the review (fixed). Module table, "CHDR, ticks longer than half a sample (491.52 Msps at 200
 // MHz)": "the time still places every packet and counts every loss"; a restart only where
 // "counter and time disagree by more than the rounding"; "a step within two ticks is not
 // seen". Packets of 1 or 2 samples (0.41 or 0.81 tick), nothing else wrong.
 #[test]
-#[ignore = "finding: CHDR 200 MHz/491.52 Msps, 1- or 2-sample packets, no fault: 118 (37) restarts in 200 packets"]
-fn finding_x410_tiny_packets_restart_without_any_fault() {
+fn x410_tiny_packets_go_on_without_a_restart() {
     let mut bad = Vec::new();
     for spp in [1, 2] {
         let mut dev = Dev::new(Fmt::Chdr);
@@ -774,13 +771,13 @@ fn packet_late_by_1023_1024_1025_and_thousands_into_a_gap_is_late_not_a_restart(
     report(&bad);
 }
 
-// Case 4, finding. The same rule 3 on VRT (4-bit counter, time places the packet): a packet of
+// Case 4, a finding of the review, documented as a limitation. The same rule 3 on VRT (4-bit counter, time places the packet): a packet of
 // a gap arriving more than 1024 positions behind the newest. (The README's VRT row says "a
 // long packet late: a restart"; rule 3 says late "inside one of the last 256 gaps", and
 // nothing documents the loss the restart then invents after it.)
 #[test]
-#[ignore = "finding: VRT, a lost packet arriving >1024 positions late: restart, then the next packet is a phantom loss of ~late_by packets, zero-filled"]
-fn finding_vrt_packet_late_beyond_1024_into_a_gap_restarts_and_invents_a_loss() {
+#[ignore = "documented limitation (README VRT row, seq rule 3): a 4-bit counter places no packet late by more than 1024 positions: a restart, then a gap as long"]
+fn limitation_vrt_packet_late_beyond_1024_into_a_gap_restarts_and_invents_a_loss() {
     let vrt = [
         Rig::new(Fmt::VrtPs),
         Rig::new(Fmt::VrtPs).told(false),

@@ -67,32 +67,78 @@ struct Run {
     pairs: u64,
     lo: (u64, u64),
     hi: (u64, u64),
-    /// Ticks its pairs lay off the longest run's bounds beyond their rounding (time jumps
-    /// within a tick and 1% that it took in), each rounded up and a tick more; counted
-    /// only where asked for ([`RateEstimate::pair_counting`]).
-    slack: u64,
+    /// Pairs left out of its span, a tick each: time jumps past a tick (within 1%) off
+    /// the longest run's bounds, where a configured clock is checked
+    /// ([`RateEstimate::pair_counting`]). The run goes on across them; its span is the
+    /// sum of its parts, each rounded at both ends, so each hole widens its bounds by a
+    /// tick.
+    holes: u64,
+    /// The rates every pair in it allows, `((t − 1) / b, (t + 1) / b)` each (open: each
+    /// stamp is off by less than half a tick), intersected: a pair whose own excludes them
+    /// all is not at the run's rate, however loose the span's bounds still are (a jump of
+    /// two ticks after pairs of one tick, on packets of a sample).
+    pair_lo: (u64, u64),
+    pair_hi: (u64, u64),
 }
 
 impl Run {
     /// The run of one pair.
     fn new(ticks: u64, bytes: u64) -> Self {
-        let (lo, hi) = bounds(ticks, bytes);
+        Self::spanning(ticks, bytes, 0)
+    }
+
+    /// A run of one pair's span, or (`holes` > 0) of parts that many pairs apart.
+    fn spanning(ticks: u64, bytes: u64, holes: u64) -> Self {
+        let (lo, hi) = bounds(ticks, bytes, holes);
         Run {
             ticks,
             bytes,
             pairs: 1,
             lo,
             hi,
-            slack: 0,
+            holes,
+            pair_lo: (ticks.saturating_sub(1), bytes),
+            pair_hi: (ticks.saturating_add(1), bytes),
         }
+    }
+
+    /// Whether the rates a pair of `ticks` for `bytes` allows meet those every pair of the
+    /// run allows.
+    fn admits(&self, ticks: u64, bytes: u64) -> bool {
+        let lo = (ticks.saturating_sub(1), bytes);
+        let hi = (ticks.saturating_add(1), bytes);
+        let lo = if at_most(self.pair_lo, lo) {
+            lo
+        } else {
+            self.pair_lo
+        };
+        let hi = if at_most(self.pair_hi, hi) {
+            self.pair_hi
+        } else {
+            hi
+        };
+        !at_most(hi, lo)
     }
 
     /// The run with one more pair: its bounds narrowed by the new span's, or that span's
     /// alone if they exclude each other.
     fn then(self, ticks: u64, bytes: u64) -> Self {
-        let mut next = Run::new(self.ticks + ticks, self.bytes + bytes);
+        let mut next = Run::spanning(self.ticks + ticks, self.bytes + bytes, self.holes);
         next.pairs = self.pairs + 1;
-        next.slack = self.slack;
+        let (plo, phi) = (
+            (ticks.saturating_sub(1), bytes),
+            (ticks.saturating_add(1), bytes),
+        );
+        next.pair_lo = if at_most(self.pair_lo, plo) {
+            plo
+        } else {
+            self.pair_lo
+        };
+        next.pair_hi = if at_most(self.pair_hi, phi) {
+            self.pair_hi
+        } else {
+            phi
+        };
         let lo = if at_most(self.lo, next.lo) {
             next.lo
         } else {
@@ -109,6 +155,13 @@ impl Run {
         next
     }
 
+    /// The run with a pair left out of its span (a time jump): it goes on across it.
+    /// (Its bounds so far still hold: the next part's widen by the hole's tick.)
+    fn hole(mut self) -> Self {
+        self.holes = self.holes.saturating_add(1);
+        self
+    }
+
     /// Whether a pair of `ticks` for `bytes` lies off this run's bounds by more than a
     /// tick and 1%, and the ticks beyond a tick it lies off each bound ([`beyond`]).
     fn far(&self, ticks: u64, bytes: u64) -> (bool, i128, i128) {
@@ -122,7 +175,7 @@ impl Run {
             ticks: self.ticks,
             bytes: self.bytes,
             pairs: self.pairs,
-            slack: self.slack,
+            holes: self.holes,
         }
     }
 }
@@ -135,15 +188,19 @@ pub(crate) struct RunSpan {
     pub(crate) bytes: u64,
     /// Consecutive pairs in it.
     pub(crate) pairs: u64,
-    /// Ticks its pairs lay off the ratios the longest run allows, beyond their rounding:
-    /// the time jumps it took in (each within a tick and 1% of its pair), which move its
-    /// span by up to as much.
-    pub(crate) slack: u64,
+    /// Pairs left out of its span (time jumps past a tick, within 1%): each a tick more
+    /// its span may be off the stream's rate by.
+    pub(crate) holes: u64,
 }
 
-/// The bounds `[(T − 1) / B, (T + 1) / B]` of a span of `T` ticks and `B` bytes.
-fn bounds(ticks: u64, bytes: u64) -> ((u64, u64), (u64, u64)) {
-    ((ticks.saturating_sub(1).max(1), bytes), (ticks + 1, bytes))
+/// The bounds `[(T − 1 − h) / B, (T + 1 + h) / B]` of a span of `T` ticks and `B` bytes
+/// in `h + 1` parts.
+fn bounds(ticks: u64, bytes: u64, holes: u64) -> ((u64, u64), (u64, u64)) {
+    let r = holes.saturating_add(1);
+    (
+        (ticks.saturating_sub(r).max(1), bytes),
+        (ticks.saturating_add(r), bytes),
+    )
 }
 
 /// How far `ticks` for `bytes` lies beyond the ratio `bound` (above it when `above`, below
@@ -157,16 +214,6 @@ fn beyond(bound: (u64, u64), ticks: u64, bytes: u64, above: bool) -> (i128, bool
     // that is excess ≥ 1 and want < 100 × excess.
     let excess = if above { got - want } else { want - got } - i128::from(bound.1);
     (excess, excess > 0 && want < excess.saturating_mul(100))
-}
-
-/// Ticks a pair `excess` past a tick off a bound of denominator `den` ([`beyond`]) adds to
-/// a run's slack: rounded up, and a tick more; 0 within a tick.
-fn slack_of(excess: i128, den: u64) -> u64 {
-    if excess <= 0 {
-        return 0;
-    }
-    // Rare (a time jump): the division is no cost on the steady path.
-    u64::try_from(excess.div_euclid(i128::from(den.max(1))) + 2).unwrap_or(u64::MAX)
 }
 
 /// `a ≤ b` for fractions given as (numerator, denominator), `(1, 0)` being infinity.
@@ -191,10 +238,10 @@ impl RateEstimate {
         self.pair_counting(ticks, bytes, false)
     }
 
-    /// [`pair`](Self::pair), and with `slack` the run's slack counted (what a configured
-    /// clock is checked with: [`RunSpan::slack`]; a few multiplications a pair, spared
-    /// where no clock is).
-    pub(crate) fn pair_counting(&mut self, ticks: u64, bytes: u64, slack: bool) -> bool {
+    /// [`pair`](Self::pair), where a configured clock is checked against the runs (`clock`):
+    /// a time jump within 1% then leaves a hole in the run instead of ending it
+    /// ([`RunSpan::holes`]).
+    pub(crate) fn pair_counting(&mut self, ticks: u64, bytes: u64, clock: bool) -> bool {
         if ticks == 0 || bytes == 0 {
             self.run = None;
             return false;
@@ -204,37 +251,33 @@ impl RateEstimate {
         // bounds, not the estimate: after one pair of a stream with ticks coarser than a
         // packet's rounding — 41.86 ticks a packet stamped 41 or 42 — the simplest fraction
         // there is 40 ticks, and every 42 would break the run, which then never grows.)
-        // Past a tick but within 1%, the pair is taken in, and the ticks it lay off the
-        // bounds go to the run's slack (where counted, for a configured clock's checks): a
-        // steady stream's pairs lie within a tick of the ratios its runs allow, so this
-        // counts the time jumps a run takes in, which move its span by as much. Where not
-        // counted, such a pair ends the run.
-        let mut off = 0;
+        // Past a tick but within 1% is a time jump too: left out of the run's span, so that
+        // the bounds stay the stream's. Under a configured clock the run goes on across it
+        // (a hole: a configured clock's checks need the long runs a wrong clock shows in);
+        // where none is, it ends the run (12 ticks in 1104 a packet carried into the
+        // bounds made 276/277 ticks a byte 1432/1437, and later gaps whole packets long
+        // were flagged).
         if let Some(best) = self.best {
             let (far, below, above) = best.far(ticks, bytes);
             if far {
                 self.run = None;
-                // Under a configured clock (`slack` counted) such pairs are the device's
-                // time jumps, which the clock's checks judge: no rival.
-                return !slack && self.rival(ticks, bytes);
+                // Under a configured clock such pairs are the device's time jumps, which
+                // the clock's checks judge: no rival.
+                return !clock && self.rival(ticks, bytes);
             }
             self.rival = None;
-            if slack {
-                off = slack_of(below, best.lo.1).max(slack_of(above, best.hi.1));
-            } else if below > 0 || above > 0 {
-                // Where no clock is checked the run is only the estimate's: a pair past a
-                // tick off (a time jump within 1%) ends it, as its span would carry the
-                // jump into the bounds (12 ticks in 1104 a packet made 276/277 ticks a
-                // byte 1432/1437, and later gaps whole packets long were flagged).
-                self.run = None;
+            // Under a configured clock, also a pair whose rates exclude those of every
+            // pair in the run going on.
+            let excluded = clock && self.run.is_some_and(|r| !r.admits(ticks, bytes));
+            if below > 0 || above > 0 || excluded {
+                self.run = if clock { self.run.map(Run::hole) } else { None };
                 return false;
             }
         }
-        let mut run = match self.run {
+        let run = match self.run {
             Some(run) => run.then(ticks, bytes),
             None => Run::new(ticks, bytes),
         };
-        run.slack = run.slack.saturating_add(off);
         self.run = Some(run);
         if self.best.is_some_and(|best| best.bytes >= run.bytes) {
             return false;

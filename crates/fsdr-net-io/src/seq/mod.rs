@@ -51,8 +51,10 @@
 //!   nearest to where the time puts it (the same stamp and length), or a late one where
 //!   nothing was received there and its time lies between its received neighbours'
 //!   (before the stream's first packet, within half the counter's period of it; beyond the
-//!   1024 positions remembered, inside one of the last 256 gaps); otherwise the device's
-//!   clock was set back: a restart, every sample delivered, time tagged.
+//!   1024 positions remembered, inside one of the last 256 gaps, at the counter's nearest
+//!   number — on a 4-bit counter (VRT) none is that far: a restart, and the stream's next
+//!   packet a gap of as many positions); otherwise the device's clock was set back: a
+//!   restart, every sample delivered, time tagged.
 //! - **Without time, the nearest number**: ahead up to half the counter's period is a gap;
 //!   behind is late (position missed) or a duplicate — a duplicate only when the whole
 //!   payload's [`fingerprint`] equals the one received there and no other remembered

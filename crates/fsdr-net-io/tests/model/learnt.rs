@@ -152,9 +152,11 @@ impl Scenario {
         // run: as many in a row as the pairs before them (up to 16) are a rate the sender
         // changed to (`seq::RateEstimate`'s rival run), which no receiver that learns the
         // rate can tell from steps: no step right after a step.
+        // So are clocks set back on consecutive packets, each by as much.
         for i in 1..n {
-            if self.ops[i - 1].jump > 0 {
+            if self.ops[i - 1].jump > 0 || self.ops[i - 1].back.is_some() {
                 self.ops[i].jump = 0;
+                self.ops[i].back = None;
             }
         }
         let steps: Vec<usize> = (0..n)

@@ -50,13 +50,12 @@ impl SeqExtender {
     /// restart or a time jump. A run adds the error up: the longest, once it spans 16
     /// pairs and 1024 ticks, then each time it has doubled; the run going on, at each pair
     /// off the clock (`at_once`). It contradicts the clock when the ticks it spans and
-    /// those the clock gives its samples differ by more than 5 ticks and the run's slack.
-    /// What a right clock's run can be off by stays below that: less than a tick for the
-    /// stamps' rounding (only its two ends count), and for each device time jump the run
-    /// took in (within a tick and 1% of its pair, [`RateEstimate`](crate::seq::RateEstimate))
-    /// the ticks it lay off the longest run's bounds, which its slack counts (within about
-    /// two ticks) — all but jumps within a tick or two of those bounds, which takes two of
-    /// them in one run.
+    /// those the clock gives its samples differ by more than 5 ticks and its holes. What a
+    /// right clock's run can be off by stays below that: less than a tick for the stamps'
+    /// rounding at each end of each of its parts — a device time jump past a tick off the
+    /// run's bounds is left out of its span, a hole
+    /// ([`RateEstimate`](crate::seq::RateEstimate)) — and jumps within a tick of those
+    /// bounds, which takes several of them in one run.
     pub(super) fn run_contradicts(&mut self, tb: Timebase, at_once: bool) -> Option<RunSpan> {
         const FIRST_PAIRS: u64 = 16;
         const FIRST_TICKS: u64 = 1024;
@@ -81,8 +80,8 @@ impl SeqExtender {
         let one_stream = self
             .timeline
             .confirmed
-            .is_none_or(|by| run_agrees(by, (run.ticks, units), run.slack));
-        ((ticks - told).abs() > 5.0 + run.slack as f64 && one_stream).then_some(run)
+            .is_none_or(|by| run_agrees(by, (run.ticks, units), run.holes));
+        ((ticks - told).abs() > 5.0 + run.holes as f64 && one_stream).then_some(run)
     }
 
     /// Drops the configured clock `tb` that the stream contradicted (`ticks` ticks for
@@ -196,15 +195,15 @@ fn one_rate((t1, u1): (u64, i128), (t2, u2): (u64, i128)) -> bool {
     (i128::from(t1) * u2 - i128::from(t2) * u1).abs() < u1 + u2
 }
 
-/// Whether a run of `ticks` for `units` (its time jumps `slack` ticks off its rate at
-/// most) shows the rate of the pair `(t, u)` within both's rounding:
-/// `|ticks/units − t/u| < 1/u + (1 + slack)/units`.
-fn run_agrees((t, u): (u64, i128), (ticks, units): (u64, i128), slack: u64) -> bool {
+/// Whether a run of `ticks` for `units` (in `holes + 1` parts, each rounded at both ends)
+/// shows the rate of the pair `(t, u)` within both's rounding:
+/// `|ticks/units − t/u| < 1/u + (1 + holes)/units`.
+fn run_agrees((t, u): (u64, i128), (ticks, units): (u64, i128), holes: u64) -> bool {
     if u <= 0 || units <= 0 {
         return true;
     }
-    let slack = i128::from(slack.min(u64::from(u32::MAX)));
-    (i128::from(ticks) * u - i128::from(t) * units).abs() < units + (1 + slack) * u
+    let holes = i128::from(holes.min(u64::from(u32::MAX)));
+    (i128::from(ticks) * u - i128::from(t) * units).abs() < units + (1 + holes) * u
 }
 
 #[cfg(test)]

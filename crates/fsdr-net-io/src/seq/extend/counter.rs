@@ -176,7 +176,11 @@ impl SeqExtender {
             (Some(t), Some(t0)) => t.wrapping_sub(t0) as i64,
             _ => 0,
         };
-        if dt < 0 || (dt == 0 && d != 0 && p.ticks.is_some()) {
+        // The newest one's stamp with another number is behind it — unless the newest
+        // packet spans less than a tick (a sample or two at 491.52 Msps with a 200 MHz
+        // clock), when the next one may start in the same tick.
+        let same_tick_on = dt == 0 && plain > 0 && self.timeline.under_a_tick(n.units);
+        if dt < 0 || (dt == 0 && d != 0 && p.ticks.is_some() && !same_tick_on) {
             let k = i64::try_from(self.behind_place(d, plain, p, n)?).ok()?;
             return Some((k, k != plain));
         }

@@ -115,7 +115,8 @@ struct Newest {
 ///    packet that starts behind the newest one is, at the counter's number nearest to
 ///    where the time puts it, a copy of the packet received there (its stamp and length)
 ///    or a late one (nothing received there, its time between its received neighbours';
-///    beyond the positions remembered, inside one of the last 256 gaps);
+///    beyond the positions remembered, inside one of the last 256 gaps, at the counter's
+///    nearest number: never on a 4-bit counter);
 ///    neither: the device's clock went back, a restart. A count the time raised past the
 ///    counter's is proven only where the time is whole packets and a learnt ratio is sure
 ///    of it within a unit beyond the stamps' rounding; otherwise flagged.

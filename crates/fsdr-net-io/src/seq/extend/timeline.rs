@@ -89,6 +89,13 @@ impl Timeline {
         }
     }
 
+    /// Whether `units` span less than a tick under the ratio in force: the next packet may
+    /// carry the same stamp.
+    pub(super) fn under_a_tick(&self, units: i128) -> bool {
+        self.rate()
+            .is_some_and(|(r, _)| units.saturating_mul(i128::from(r.num())) < i128::from(r.den()))
+    }
+
     pub(super) fn unit_bytes(&self) -> usize {
         self.fixed.map_or(1, |tb| tb.unit_bytes as usize)
     }
