@@ -589,7 +589,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             p.idle_finish,
             p.marks,
         );
-        src.batch_workers = p.batch_workers;
+        src.clock.set_batch_workers(p.batch_workers);
         Ok(src)
     }
 
@@ -674,7 +674,7 @@ impl<T: Item> UdpSourceBuilder<T> {
                 .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
             block,
         );
-        src.batch_workers = self.batch_workers;
+        src.clock.set_batch_workers(self.batch_workers);
         Ok(src)
     }
 }

@@ -4,7 +4,7 @@
 //! gaps into FutureSDR tags and messages, and sleeps when idle.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use fsdr_net_io::inplace::{Filled, InPlaceReceiver, ItemBuffer};
@@ -12,7 +12,7 @@ use fsdr_net_io::sample::Item;
 use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 
-use super::{Activity, Deadline, SourceStats, StatsTimer, post_found, sleep_until, tags_of};
+use super::{SourceStats, WorkClock, post_found, tags_of};
 use crate::probe::ProbeSpec;
 
 /// A circuit buffer lent to the receive thread.
@@ -87,12 +87,9 @@ pub struct InPlaceUdpSource<T: Item> {
     lane: Lane<T>,
     local_addr: SocketAddr,
     final_stats: Option<SourceStats>,
-    stats_timer: StatsTimer,
-    /// When the stream started and last brought data, and when silence ends it.
-    activity: Activity,
-    deadline: Arc<Mutex<Deadline>>,
+    /// The worker policy, the idle clock, the `stats` timer and the timer it sleeps on.
+    pub(super) clock: WorkClock,
     probe: Option<ProbeSpec>,
-    pub(super) batch_workers: bool,
 }
 
 impl<T: Item> InPlaceUdpSource<T> {
@@ -111,11 +108,8 @@ impl<T: Item> InPlaceUdpSource<T> {
             local_addr: rx.local_addr(),
             lane: Lane::new(rx, buffer_items),
             final_stats: None,
-            stats_timer: StatsTimer::new(stats_interval),
-            activity: Activity::new(idle_finish),
-            deadline: Arc::new(Mutex::new(Deadline::new())),
+            clock: WorkClock::new(stats_interval, idle_finish),
             probe,
-            batch_workers: true,
         }
     }
 
@@ -148,7 +142,7 @@ impl<T: Item> InPlaceUdpSource<T> {
         let h = self.lane.hand_down(&mut self.output, f);
         post_found(mo, &h.gaps, &h.contexts).await?;
         if h.data {
-            self.activity.data(now);
+            self.clock.data(now);
         }
         Ok(())
     }
@@ -162,11 +156,8 @@ impl<T: Item> Kernel for InPlaceUdpSource<T> {
         mo: &mut MessageOutputs,
         _meta: &mut BlockMeta,
     ) -> Result<()> {
-        if self.batch_workers {
-            crate::worker_policy::batch_this_worker();
-        }
-        let now = Instant::now();
-        let started = self.activity.start(now);
+        let call = self.clock.begin();
+        let now = call.now;
         if self.lane.rx.is_none() {
             io.finished = true;
             return Ok(());
@@ -176,11 +167,10 @@ impl<T: Item> Kernel for InPlaceUdpSource<T> {
             self.put(f, mo, now).await?;
         }
         self.lane.lend(&mut self.output);
-        if self.stats_timer.due(started, now) {
+        if self.clock.stats_due(call) {
             mo.post("stats", self.stats().to_pmt()).await?;
         }
-        let idle_end = self.activity.idle_end();
-        if idle_end.is_some_and(|end| now >= end) {
+        if self.clock.idle_over(now) {
             // The stream is over: stop the receive thread, pass on what it still had, and
             // say so with the final counters.
             let (stats, rest) = self.lane.shutdown().expect("receiver present");
@@ -192,8 +182,8 @@ impl<T: Item> Kernel for InPlaceUdpSource<T> {
             io.finished = true;
             return Ok(());
         }
-        let deadlines = [self.stats_timer.deadline(), idle_end];
-        sleep_until(io, &self.deadline, self.lane.notified(), deadlines, now);
+        self.clock
+            .sleep(io, self.lane.notified(), [self.clock.idle_end()], now);
         Ok(())
     }
 

@@ -16,7 +16,6 @@ mod timing;
 mod window;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant};
 
@@ -36,7 +35,7 @@ pub use multi_stats::{MultiSourceStats, StreamStats};
 pub use stats::SourceStats;
 
 use crate::probe::ProbeSpec;
-use timing::{Activity, Deadline, DeadlineWait, StatsTimer, sleep_until};
+use timing::{Call, WorkClock};
 
 /// Tag name at the first item after missed frames (or at the first inserted zero):
 /// `Tag::NamedUsize(TAG_MISSED, frames)`.
@@ -129,18 +128,14 @@ pub struct UdpSource<T: Item> {
     dp: Depacketizer<T>,
     /// Largest datagram the engine accepts (bytes).
     max_datagram: usize,
-    stats_timer: StatsTimer,
-    /// When the stream started and last brought data, and when silence ends it.
-    activity: Activity,
-    deadline: Arc<Mutex<Deadline>>,
+    /// The worker policy, the idle clock, the `stats` timer and the timer it sleeps on.
+    clock: WorkClock,
     work_calls: u64,
     /// Pipe id of this source (the `block` field of its LTTng events).
     trace_block: u64,
     packets: u64,
     /// Radio settings per stream, from VRT/DIFI context packets.
     contexts: ContextTracker,
-    /// Move the worker threads this block runs on to SCHED_BATCH.
-    batch_workers: bool,
 }
 
 /// What fills a [`UdpSource`]: the engine, or in place an in-place receiver.
@@ -290,14 +285,11 @@ impl<T: Item> UdpSource<T> {
             final_stats: None,
             dp,
             max_datagram,
-            stats_timer: StatsTimer::new(stats_interval),
-            activity: Activity::new(idle_finish),
-            deadline: Arc::new(Mutex::new(Deadline::new())),
+            clock: WorkClock::new(stats_interval, idle_finish),
             work_calls: 0,
             trace_block,
             packets: 0,
             contexts: ContextTracker::default(),
-            batch_workers: true,
         }
     }
 
@@ -398,7 +390,7 @@ impl<T: Item> UdpSource<T> {
                 break;
             }
             let Some(d) = engine.try_recv() else { break };
-            self.activity.data(now);
+            self.clock.data(now);
             if d.info().class == PacketClass::Context {
                 // Settings apply from the sample time the context packet states.
                 let at = d.info().timestamp;
@@ -432,14 +424,11 @@ impl<T: Item> Kernel for UdpSource<T> {
         _meta: &mut BlockMeta,
     ) -> Result<()> {
         self.work_calls += 1;
-        if self.batch_workers {
-            crate::worker_policy::batch_this_worker();
-        }
+        let call = self.clock.begin();
         if self.window.is_some() {
-            return self.work_window(io, mo).await;
+            return self.work_window(io, mo, call).await;
         }
-        let now = Instant::now();
-        let started = self.activity.start(now);
+        let now = call.now;
         if self.engine.is_none() {
             io.finished = true;
             return Ok(());
@@ -452,16 +441,13 @@ impl<T: Item> Kernel for UdpSource<T> {
         for c in self.contexts.drain_new() {
             mo.post("context", context_pmt(&c)).await?;
         }
-        if self.stats_timer.due(started, now) {
+        if self.clock.stats_due(call) {
             mo.post("stats", self.stats().to_pmt()).await?;
         }
         if let Stop::Idle = stop {
             let engine = self.engine.as_ref().expect("engine present");
-            let idle_end = self.activity.idle_end();
-            if idle_end.is_some_and(|end| now >= end)
-                && engine.next_deadline().is_none()
-                && !self.dp.pending()
-            {
+            let idle_end = self.clock.idle_end();
+            if self.clock.idle_over(now) && engine.next_deadline().is_none() && !self.dp.pending() {
                 // The stream is over: stop the engine and say so with the final counters.
                 let engine = self.engine.take().expect("engine present");
                 self.final_stats = Some(engine.shutdown());
@@ -472,18 +458,9 @@ impl<T: Item> Kernel for UdpSource<T> {
             // An idle end that has passed waits for what the engine still holds (its
             // deadline): it is no wake-up of its own (before, it woke `work` at once on
             // every call until then: a core spun for the reorder timeout).
-            let deadlines = [
-                engine.next_deadline(),
-                self.stats_timer.deadline(),
-                idle_end.filter(|&end| end > now),
-            ];
-            sleep_until(
-                io,
-                &self.deadline,
-                engine.notifier().notified(),
-                deadlines,
-                now,
-            );
+            let deadlines = [engine.next_deadline(), idle_end.filter(|&end| end > now)];
+            self.clock
+                .sleep(io, engine.notifier().notified(), deadlines, now);
         }
         Ok(())
     }

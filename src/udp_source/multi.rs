@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use fsdr_net_io::depacketizer::{DatagramIn, Depacketizer, GapEvent, ItemTag, TagKind};
@@ -15,10 +15,7 @@ use fsdr_net_io::{Engine, Stats, StatsHandle, StreamSelector};
 use futuresdr::runtime::dev::prelude::*;
 
 use super::window::WindowLane;
-use super::{
-    Activity, Deadline, DeadlineWait, MultiSourceStats, Stop, StreamStats, context_pmt, gap_pmt,
-    sleep_until, tags_of,
-};
+use super::{MultiSourceStats, Stop, StreamStats, WorkClock, context_pmt, gap_pmt, tags_of};
 
 /// How long a full output holds the reading of every stream when the engine's queue has no
 /// latency budget (half the default one).
@@ -182,9 +179,8 @@ pub struct MultiUdpSource<T: Item> {
     local_addr: SocketAddr,
     final_stats: Option<Stats>,
     max_datagram: usize,
-    /// When the stream started and last brought data, and when silence ends it.
-    pub(super) activity: Activity,
-    pub(super) deadline: Arc<Mutex<Deadline>>,
+    /// The worker policy, the idle clock and the timer it sleeps on (no periodic `stats`).
+    pub(super) clock: WorkClock,
     /// Datagrams an output may keep waiting for its reader.
     backlog_cap: usize,
     /// How long a full output may stop the reading of every stream.
@@ -197,7 +193,6 @@ pub struct MultiUdpSource<T: Item> {
     /// Datagrams of unselected streams by (stream ID, sender); named only when read.
     skipped: HashMap<(Option<u32>, SocketAddr), u64>,
     contexts: ContextTracker,
-    pub(super) batch_workers: bool,
 }
 
 /// What feeds a [`MultiUdpSource`]: the engine and a depacketizer per output, or with zero
@@ -271,15 +266,13 @@ impl<T: Item> MultiUdpSource<T> {
             engine,
             final_stats: None,
             max_datagram,
-            activity: Activity::new(idle_finish),
-            deadline: Arc::new(Mutex::new(Deadline::new())),
+            clock: WorkClock::new(None, idle_finish),
             backlog_cap: buffer_datagrams.max(1),
             hold,
             hold_end: None,
             spare: Vec::new(),
             skipped: HashMap::new(),
             contexts: ContextTracker::default(),
-            batch_workers: true,
         }
     }
 
@@ -400,7 +393,7 @@ impl<T: Item> MultiUdpSource<T> {
                 break;
             }
             let Some(d) = engine.try_recv() else { break };
-            self.activity.data(now);
+            self.clock.data(now);
             let (id, source) = (d.info().stream_id, d.meta().source);
             let Some(i) = self.selectors.iter().position(|s| s.matches(id, source)) else {
                 *self.skipped.entry((id, source)).or_default() += 1;
@@ -497,20 +490,16 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
         mo: &mut MessageOutputs,
         _meta: &mut BlockMeta,
     ) -> Result<()> {
-        if self.batch_workers {
-            crate::worker_policy::batch_this_worker();
-        }
+        let now = self.clock.begin().now;
         if !self.windows.is_empty() {
-            return self.work_windows(io, mo).await;
+            return self.work_windows(io, mo, now).await;
         }
-        let now = Instant::now();
-        self.activity.start(now);
         if self.engine.is_none() {
             io.finished = true;
             return Ok(());
         }
         let mut gaps = Vec::new();
-        let ending = self.activity.idle_end().is_some_and(|end| now >= end)
+        let ending = self.clock.idle_over(now)
             && self
                 .engine
                 .as_ref()
@@ -529,19 +518,12 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
         if let (Stop::OutputFull, Some(end)) = (&stop, self.hold_end) {
             // Held for a late reader: its consumption calls `work` again; if it does not
             // come, the end of the hold does, and the other streams are read on.
-            self.deadline
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .arm(end, now);
-            io.block_on(DeadlineWait(self.deadline.clone()));
+            self.clock.hold_until(io, end, now);
         }
         if let Stop::Idle = stop {
             let engine = self.engine.as_ref().expect("engine present");
-            let idle_end = self.activity.idle_end();
-            if idle_end.is_some_and(|end| now >= end)
-                && engine.next_deadline().is_none()
-                && !self.pending()
-            {
+            let idle_end = self.clock.idle_end();
+            if self.clock.idle_over(now) && engine.next_deadline().is_none() && !self.pending() {
                 let engine = self.engine.take().expect("engine present");
                 self.final_stats = Some(engine.shutdown());
                 mo.post("stats", self.stats().to_pmt()).await?;
@@ -550,13 +532,8 @@ impl<T: Item> Kernel for MultiUdpSource<T> {
             }
             // A passed idle end waits for the engine's deadline (as `UdpSource`'s).
             let deadlines = [engine.next_deadline(), idle_end.filter(|&end| end > now)];
-            sleep_until(
-                io,
-                &self.deadline,
-                engine.notifier().notified(),
-                deadlines,
-                now,
-            );
+            self.clock
+                .sleep(io, engine.notifier().notified(), deadlines, now);
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! kernel sorts the datagrams to one in-place receiver per stream.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fsdr_net_io::inplace::InPlaceReceiver;
@@ -12,7 +12,7 @@ use futuresdr::runtime::buffer::circuit;
 use futuresdr::runtime::dev::prelude::*;
 
 use super::inplace::{HandedDown, Lane, OutBuf};
-use super::{Activity, Deadline, MultiSourceStats, StatsTimer, context_pmt, gap_pmt, sleep_until};
+use super::{MultiSourceStats, WorkClock, context_pmt, gap_pmt};
 
 /// Receives several streams of one port — the channels of a multi-channel radio (CHDR
 /// destination endpoints), DIFI/VITA-49 streams (stream IDs) — each into an output of its
@@ -83,10 +83,8 @@ pub struct MultiInPlaceUdpSource<T: Item> {
     notify: Arc<Notify>,
     local_addr: SocketAddr,
     final_stats: Option<MultiSourceStats>,
-    stats_timer: StatsTimer,
-    activity: Activity,
-    deadline: Arc<Mutex<Deadline>>,
-    pub(super) batch_workers: bool,
+    /// The worker policy, the idle clock, the `stats` timer and the timer it sleeps on.
+    pub(super) clock: WorkClock,
 }
 
 impl<T: Item> MultiInPlaceUdpSource<T> {
@@ -118,10 +116,7 @@ impl<T: Item> MultiInPlaceUdpSource<T> {
             notify,
             local_addr,
             final_stats: None,
-            stats_timer: StatsTimer::new(stats_interval),
-            activity: Activity::new(idle_finish),
-            deadline: Arc::new(Mutex::new(Deadline::new())),
-            batch_workers: true,
+            clock: WorkClock::new(stats_interval, idle_finish),
         }
     }
 
@@ -187,7 +182,7 @@ impl<T: Item> MultiInPlaceUdpSource<T> {
             for f in rest {
                 let h = lane.hand_down(out, f);
                 if h.data {
-                    self.activity.data(now);
+                    self.clock.data(now);
                 }
                 Self::post(mo, i, h).await?;
             }
@@ -206,11 +201,8 @@ impl<T: Item> Kernel for MultiInPlaceUdpSource<T> {
         mo: &mut MessageOutputs,
         _meta: &mut BlockMeta,
     ) -> Result<()> {
-        if self.batch_workers {
-            crate::worker_policy::batch_this_worker();
-        }
-        let now = Instant::now();
-        let started = self.activity.start(now);
+        let call = self.clock.begin();
+        let now = call.now;
         if self.final_stats.is_some() {
             io.finished = true;
             return Ok(());
@@ -220,25 +212,24 @@ impl<T: Item> Kernel for MultiInPlaceUdpSource<T> {
             while let Some(f) = lane.rx.as_mut().and_then(|rx| rx.take()) {
                 let h = lane.hand_down(out, f);
                 if h.data {
-                    self.activity.data(now);
+                    self.clock.data(now);
                 }
                 Self::post(mo, i, h).await?;
             }
             lane.lend(out);
         }
-        if self.stats_timer.due(started, now) {
+        if self.clock.stats_due(call) {
             mo.post("stats", self.stats().to_pmt()).await?;
         }
-        let idle_end = self.activity.idle_end();
-        if idle_end.is_some_and(|end| now >= end) {
+        if self.clock.idle_over(now) {
             // Every stream is over: stop the receivers and say so with the final counters.
             self.finish(mo, now).await?;
             mo.post("stats", self.stats().to_pmt()).await?;
             io.finished = true;
             return Ok(());
         }
-        let deadlines = [self.stats_timer.deadline(), idle_end];
-        sleep_until(io, &self.deadline, self.notify.notified(), deadlines, now);
+        self.clock
+            .sleep(io, self.notify.notified(), [self.clock.idle_end()], now);
         Ok(())
     }
 

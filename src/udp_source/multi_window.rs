@@ -11,7 +11,7 @@ use fsdr_net_io::sample::Item;
 
 use super::inplace::skipped_keys;
 use super::window::Produced;
-use super::{MultiSourceStats, MultiUdpSource, SourceStats, context_pmt, gap_pmt, sleep_until};
+use super::{MultiSourceStats, MultiUdpSource, SourceStats, context_pmt, gap_pmt};
 
 impl<T: Item> MultiUdpSource<T> {
     /// Whether the outputs are filled in place ([`UdpSourceBuilder::zero_copy`]), each by
@@ -42,9 +42,8 @@ impl<T: Item> MultiUdpSource<T> {
         &mut self,
         io: &mut WorkIo,
         mo: &mut MessageOutputs,
+        now: Instant,
     ) -> Result<()> {
-        let now = Instant::now();
-        self.activity.start(now);
         if self.windows.iter().all(|lane| lane.rx.is_none()) {
             io.finished = true;
             return Ok(());
@@ -57,8 +56,7 @@ impl<T: Item> MultiUdpSource<T> {
             produced.push(p);
         }
         self.post_windows(mo, produced, now).await?;
-        let idle_end = self.activity.idle_end();
-        if idle_end.is_some_and(|end| now >= end) {
+        if self.clock.idle_over(now) {
             // Every stream is over: stop the receivers, pass on what they still had, and
             // say so with the final counters.
             let produced: Vec<_> = self
@@ -74,7 +72,7 @@ impl<T: Item> MultiUdpSource<T> {
         }
         // The receivers of one group signal one notifier.
         let notified = self.windows[0].notified();
-        sleep_until(io, &self.deadline, notified, [idle_end], now);
+        self.clock.sleep(io, notified, [self.clock.idle_end()], now);
         Ok(())
     }
 
@@ -98,7 +96,7 @@ impl<T: Item> MultiUdpSource<T> {
                 mo.post("context", context_pmt(c)).await?;
             }
             if p.data {
-                self.activity.data(now);
+                self.clock.data(now);
             }
         }
         Ok(())

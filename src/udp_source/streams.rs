@@ -94,7 +94,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             self.idle_finish
                 .map(|idle| (idle, self.first_wait.unwrap_or(idle))),
         );
-        src.batch_workers = self.batch_workers;
+        src.clock.set_batch_workers(self.batch_workers);
         Ok(src)
     }
 
@@ -120,7 +120,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             p.stats_interval,
             p.idle_finish,
         );
-        src.batch_workers = p.batch_workers;
+        src.clock.set_batch_workers(p.batch_workers);
         Ok(src)
     }
 
@@ -143,7 +143,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             super::multi::HOLD_UNBOUNDED,
             p.idle_finish,
         );
-        src.batch_workers = p.batch_workers;
+        src.clock.set_batch_workers(p.batch_workers);
         Ok(src)
     }
 

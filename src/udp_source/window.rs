@@ -27,7 +27,7 @@ use fsdr_net_io::sample::Item;
 use fsdr_net_io::{Backend, EngineConfig, Overload, Stats, StatsHandle};
 use futuresdr::runtime::dev::prelude::*;
 
-use super::{Feed, UdpSource, UdpSourceBuilder, post_found, sleep_until, tags_of};
+use super::{Call, Feed, UdpSource, UdpSourceBuilder, post_found, tags_of};
 use crate::Error;
 
 /// A range of the output buffer's free space, lent to the receive thread.
@@ -397,7 +397,7 @@ impl<T: Item> UdpSourceBuilder<T> {
             p.idle_finish,
             block,
         );
-        src.batch_workers = p.batch_workers;
+        src.clock.set_batch_workers(p.batch_workers);
         Ok(src)
     }
 }
@@ -409,9 +409,9 @@ impl<T: Item> UdpSource<T> {
         &mut self,
         io: &mut WorkIo,
         mo: &mut MessageOutputs,
+        call: Call,
     ) -> Result<()> {
-        let now = Instant::now();
-        let started = self.activity.start(now);
+        let now = call.now;
         let lane = self.window.as_mut().expect("a zero-copy source");
         if lane.rx.is_none() {
             io.finished = true;
@@ -421,12 +421,11 @@ impl<T: Item> UdpSource<T> {
         let p = lane.take(&mut self.output);
         lane.lend(&mut self.output);
         self.post(p, mo, now).await?;
-        if self.stats_timer.due(started, now) {
+        if self.clock.stats_due(call) {
             mo.post("stats", self.stats().to_pmt()).await?;
         }
-        let idle_end = self.activity.idle_end();
         let lane = self.window.as_mut().expect("a zero-copy source");
-        if idle_end.is_some_and(|end| now >= end) {
+        if self.clock.idle_over(now) {
             // The stream is over: stop the receive thread, pass on what it still had, and
             // say so with the final counters.
             let p = lane.shutdown(Some(&mut self.output));
@@ -435,8 +434,8 @@ impl<T: Item> UdpSource<T> {
             io.finished = true;
             return Ok(());
         }
-        let deadlines = [self.stats_timer.deadline(), idle_end];
-        sleep_until(io, &self.deadline, lane.notified(), deadlines, now);
+        self.clock
+            .sleep(io, lane.notified(), [self.clock.idle_end()], now);
         Ok(())
     }
 
@@ -444,7 +443,7 @@ impl<T: Item> UdpSource<T> {
     async fn post(&mut self, p: Produced, mo: &mut MessageOutputs, now: Instant) -> Result<()> {
         post_found(mo, &p.gaps, &p.contexts).await?;
         if p.data {
-            self.activity.data(now);
+            self.clock.data(now);
         }
         Ok(())
     }
