@@ -547,6 +547,16 @@ pub fn tidy(mut ops: Vec<Op>) -> Vec<Op> {
         o.restart = false;
         o.back = None;
     }
+    // Set back to the stream's start after being set back to 0 would step ahead by the
+    // start's time (up to 2^40 samples), which VRT fills as lost packets: more zeros than
+    // a case can hold (the fuzzer ran out of memory). Set back to 0 again instead.
+    let mut zeroed = false;
+    for o in ops.iter_mut() {
+        if zeroed && matches!(o.back, Some(Back::ToStart)) {
+            o.back = Some(Back::ToZero);
+        }
+        zeroed |= matches!(o.back, Some(Back::ToZero));
+    }
     // The first consecutive pair confirms a told clock: no time step in it. The sequence
     // layer's rule: two pairs that contradict a told clock before any pair confirmed it
     // mean the clock is wrong (a receiver told the wrong rate), and the rate learnt from
