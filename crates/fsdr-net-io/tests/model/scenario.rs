@@ -582,11 +582,9 @@ pub fn calm_first_pair(ops: &mut [Op]) {
 }
 
 /// Whether packets `i − 1` and `i` arrive as a consecutive pair: nothing lost between,
-/// neither late, no end of burst, no restart — nor a packet from before the stream's first
-/// arrival arriving between the two (it arrives right after the packet `delay` on, and may
-/// restart the stream there, the pair after it then the first; the fuzzer found two equal
-/// jumps right after such a restart). Other late packets leave a pair as it is: they do
-/// not change the newest one.
+/// neither late, no end of burst, no restart, and no packet from before the stream's first
+/// arrival landing between (it may restart the stream; other late packets do not change
+/// the newest one).
 pub fn pair_at(ops: &[Op], i: usize) -> bool {
     let (o, before) = (&ops[i], &ops[i - 1]);
     let first_arrival = (0..ops.len()).min_by_key(|&k| (k + ops[k].delay, ops[k].delay));
