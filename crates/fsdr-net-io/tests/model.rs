@@ -430,3 +430,18 @@ fn learnt_a_restart_2_on_with_no_time_lost_is_within_the_rounding() {
     assert!(!sc.ops[19].restart, "within the rounding: kept out");
     both(&sc);
 }
+
+/// A told clock's first pair of a 1-sample packet, then a jump of 2 samples: the pair
+/// confirms the clock within a tick a sample only, and the run of it and the jump reads as
+/// the clock off (props 1M at 0b2c767): the generator keeps the first pair's packet full.
+#[test]
+fn a_first_pair_of_one_sample_is_kept_full() {
+    let mut ops = plain_ops(4);
+    (ops[0].short, ops[2].jump) = (13, 2);
+    let ops = model::scenario::tidy(ops);
+    assert_eq!(ops[0].short, 0, "the first pair's packet is full");
+    let clock = (Ratio::new(625, 96).unwrap(), 200e6, 30.72e6);
+    let mut sc = case(Kind::VrtFree, Enc::Sc16, clock, 14, 14, 0, ops);
+    sc.float = true;
+    both(&sc);
+}

@@ -557,27 +557,25 @@ pub fn tidy(mut ops: Vec<Op>) -> Vec<Op> {
         }
         zeroed |= matches!(o.back, Some(Back::ToZero));
     }
-    // The first consecutive pair confirms a told clock: no time step in it. The sequence
-    // layer's rule: two pairs that contradict a told clock before any pair confirmed it
-    // mean the clock is wrong (a receiver told the wrong rate), and the rate learnt from
-    // the stream takes over (`clock_dropped`). A stream whose first pairs are two device
-    // time steps is that case (found by `cargo xtask props --cases 1000000`: a reorder at
-    // the start, then two jumps), which the model, trusting the told clock, does not
-    // describe; the README's format table states it. A pair: a packet that arrives right
-    // after the one before it, nothing lost between, no end of burst.
+    // The first consecutive pair confirms a told clock: no time step in it (two pairs that
+    // contradict a told clock before any pair confirmed it drop it, `clock_dropped`: a
+    // stream whose first pairs are two device time steps is that case, which the model,
+    // trusting the told clock, does not describe; the README's format table states it).
     calm_first_pair(&mut ops);
     ops
 }
 
-/// No time step up to the first consecutive pair (see `tidy`). Applied again where a case
-/// is adjusted after `tidy` (`Scenario::coarse`, `Scenario::learnt` take losses and delays
-/// out, which can make an earlier pair the first: the fuzzer found a told clock's first
-/// two pairs each stepping, 3 and 6 samples, once `coarse` took a late packet out).
+/// No time step up to the first consecutive pair (see `tidy`), and its first packet full:
+/// a pair of a sample confirms a clock within a tick a sample only, and a jump right after
+/// it reads as the clock off (props 1M). Applied again where `coarse` or `learnt` adjust a
+/// case (taking losses and delays out can make an earlier pair the first).
 pub fn calm_first_pair(ops: &mut [Op]) {
     let first_pair = (1..ops.len()).find(|&i| pair_at(ops, i));
     for o in &mut ops[..first_pair.map_or(0, |i| i + 1)] {
-        o.jump = 0;
-        o.back = None;
+        (o.jump, o.back) = (0, None);
+    }
+    if let Some(i) = first_pair {
+        ops[i - 1].short = 0;
     }
 }
 

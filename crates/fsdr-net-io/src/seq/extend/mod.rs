@@ -170,7 +170,9 @@ struct Newest {
 ///    wrong by less than the stamps' rounding over one packet, which a pair can confirm.
 ///    Such a run's rate is the one the confirming pair showed within both's rounding (a
 ///    wrong clock's stream has one rate): a run at a rate that pair excludes is time
-///    jumps on consecutive packets, and the clock stays. Until then a packet such a clock cannot place is a restart, as rule 1 says; a gap
+///    jumps on consecutive packets, and the clock stays. A pair of a packet of a sample or
+///    a few confirms within a tick over those only: a time jump right after it may make a
+///    run that drops the clock. Until then a packet such a clock cannot place is a restart, as rule 1 says; a gap
 ///    it sizes at other than whole packets is flagged (its error over the gap is not
 ///    known), and the lost packets may hold up to two ticks a packet and 1% more time
 ///    than the stream's largest (the clock's error, not a period of the counter more).
