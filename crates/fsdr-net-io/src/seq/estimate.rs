@@ -102,21 +102,29 @@ impl Run {
         }
     }
 
+    /// The rates every pair of the run and one more of `ticks` for `bytes` allow: the
+    /// intersection of their open ranges `((t − 1) / b, (t + 1) / b)`.
+    fn pair_rates_with(&self, ticks: u64, bytes: u64) -> ((u64, u64), (u64, u64)) {
+        let lo = (ticks.saturating_sub(1), bytes);
+        let hi = (ticks.saturating_add(1), bytes);
+        (
+            if at_most(self.pair_lo, lo) {
+                lo
+            } else {
+                self.pair_lo
+            },
+            if at_most(self.pair_hi, hi) {
+                self.pair_hi
+            } else {
+                hi
+            },
+        )
+    }
+
     /// Whether the rates a pair of `ticks` for `bytes` allows meet those every pair of the
     /// run allows.
     fn admits(&self, ticks: u64, bytes: u64) -> bool {
-        let lo = (ticks.saturating_sub(1), bytes);
-        let hi = (ticks.saturating_add(1), bytes);
-        let lo = if at_most(self.pair_lo, lo) {
-            lo
-        } else {
-            self.pair_lo
-        };
-        let hi = if at_most(self.pair_hi, hi) {
-            self.pair_hi
-        } else {
-            hi
-        };
+        let (lo, hi) = self.pair_rates_with(ticks, bytes);
         !at_most(hi, lo)
     }
 
@@ -125,20 +133,7 @@ impl Run {
     fn then(self, ticks: u64, bytes: u64) -> Self {
         let mut next = Run::spanning(self.ticks + ticks, self.bytes + bytes, self.holes);
         next.pairs = self.pairs + 1;
-        let (plo, phi) = (
-            (ticks.saturating_sub(1), bytes),
-            (ticks.saturating_add(1), bytes),
-        );
-        next.pair_lo = if at_most(self.pair_lo, plo) {
-            plo
-        } else {
-            self.pair_lo
-        };
-        next.pair_hi = if at_most(self.pair_hi, phi) {
-            self.pair_hi
-        } else {
-            phi
-        };
+        (next.pair_lo, next.pair_hi) = self.pair_rates_with(ticks, bytes);
         let lo = if at_most(self.lo, next.lo) {
             next.lo
         } else {

@@ -188,11 +188,8 @@ impl SeqExtender {
 /// Whether two pairs, `(ticks, units)` each, show one rate: each pair's ticks are its
 /// packet's units at that rate to within a tick (both stamps rounded to whole ticks), so
 /// `|t₁/u₁ − t₂/u₂| < 1/u₁ + 1/u₂`. Two device time jumps of different sizes show two.
-fn one_rate((t1, u1): (u64, i128), (t2, u2): (u64, i128)) -> bool {
-    if u1 <= 0 || u2 <= 0 {
-        return false;
-    }
-    (i128::from(t1) * u2 - i128::from(t2) * u1).abs() < u1 + u2
+fn one_rate(a: (u64, i128), b: (u64, i128)) -> bool {
+    a.1 > 0 && b.1 > 0 && run_agrees(a, b, 0)
 }
 
 /// Whether a run of `ticks` for `units` (in `holes + 1` parts, each rounded at both ends)
