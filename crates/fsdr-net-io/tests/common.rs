@@ -149,3 +149,39 @@ impl StreamEnd {
         }
     }
 }
+
+/// Trace events written to memory, to show with a failure (a test's own thread only:
+/// `tracing::subscriber::with_default(log.subscriber(), ..)`).
+#[derive(Clone, Default)]
+pub struct TraceLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl TraceLog {
+    /// A subscriber that writes every event, down to `TRACE`, into this log.
+    pub fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + use<> {
+        let log = self.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || log.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::TRACE)
+            .finish()
+    }
+
+    /// What was written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+impl std::io::Write for TraceLog {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

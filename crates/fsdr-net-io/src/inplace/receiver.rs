@@ -458,6 +458,12 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
     /// Hands the current buffer to the consumer and wakes it.
     pub(super) fn hand_over(&mut self) {
         let Some(mut c) = self.cur.take() else { return };
+        tracing::trace!(
+            items = c.pos,
+            of = c.buffer.items().len(),
+            holes = self.ahead_at.len(),
+            "in-place: buffer handed over"
+        );
         self.next_start = c.start + c.pos as u64;
         // The stream goes on in the buffer taken for datagrams placed ahead, if any, or in
         // an in-order buffer's rest.

@@ -205,6 +205,13 @@ impl<T: Item, B: ItemBuffer<T>> Receive<T, B> {
         }
         self.note_probe(fast, probed, refused);
         if first_copied < count {
+            tracing::trace!(
+                copied = count - first_copied,
+                of = count,
+                refused,
+                fast = fast.is_some(),
+                "in-place: datagrams of a call take the copying path"
+            );
             // Copy every later datagram out before anything is written where they landed.
             let mut owned = Vec::with_capacity(count - first_copied);
             for u in first_copied..count {
