@@ -445,3 +445,16 @@ fn a_first_pair_of_one_sample_is_kept_full() {
     sc.float = true;
     both(&sc);
 }
+
+/// A told clock's time jumps by 30·65 536 packets and one sample, the counter goes on, after
+/// a long first packet and a late second one (props 1M at 5955e61): a time step, not 30
+/// counter periods lost.
+#[test]
+fn a_jump_of_whole_counter_periods_and_a_sample_is_a_jump() {
+    let mut ops = plain_ops(5);
+    (ops[0].long, ops[1].delay, ops[4].jump) = (2, 3, 3_932_161);
+    let clock = (Ratio::new(625, 96).unwrap(), 200e6, 30.72e6);
+    let mut sc = case(Kind::ChdrTicks, Enc::Sc8, clock, 2, 65513, 3, ops);
+    sc.content = Content::Ramp;
+    both(&sc);
+}

@@ -244,9 +244,16 @@ impl<T> Reorder<T> {
                 let event = self.tracker.restart_at(seq);
                 out.push(Released::new(event, true, item));
             }
-            SeqOffset::Resync | SeqOffset::First => {
+            SeqOffset::First => {
                 self.flush_all(out);
                 self.observe_and_release(seq, item, out);
+            }
+            SeqOffset::Resync => {
+                // Decided before the flush, from the next expected position: releasing the
+                // datagrams held past a hole must not turn it into a gap of `max_gap`.
+                self.flush_all(out);
+                let event = self.tracker.restart_at(seq);
+                out.push(Released::new(event, true, item));
             }
             SeqOffset::Ahead(_) | SeqOffset::Behind(_) | SeqOffset::FarBehind => {
                 let event = self.tracker.observe(seq);
@@ -281,6 +288,30 @@ mod tests {
             ev.iter()
                 .all(|e| matches!(e, SeqEvent::First | SeqEvent::InOrder))
         );
+    }
+
+    #[test]
+    fn a_datagram_beyond_the_gap_limit_from_a_hole_resyncs_after_the_held_ones() {
+        // 1 is lost, 2 and 3 are held; 32 770 is 32 769 past the hole (more than the
+        // 16-bit space's limit of 32 767) and 32 766 past 3: a resync all the same.
+        let mut cfg = SeqConfig::for_bits(64);
+        cfg.max_gap = 32_767;
+        let mut r = Reorder::new(cfg, 3);
+        let mut out = Vec::new();
+        for s in [0, 2, 3, 32_770] {
+            r.push(s, s, &mut out);
+        }
+        let ev: Vec<_> = out.iter().map(|d| d.event).collect();
+        assert_eq!(
+            ev,
+            [
+                SeqEvent::First,
+                SeqEvent::Gap { missed: 1 },
+                SeqEvent::InOrder,
+                SeqEvent::Resync
+            ]
+        );
+        assert!(out.iter().all(|d| d.deliver));
     }
 
     #[test]
