@@ -458,3 +458,19 @@ fn a_jump_of_whole_counter_periods_and_a_sample_is_a_jump() {
     sc.content = Content::Ramp;
     both(&sc);
 }
+
+/// VRT free-running count at 0.41 ticks a sample, rates learnt: the clock set back by 16
+/// packets and a sample puts packet 27 on packet 11's number and tick (props 1M at
+/// 8ce69b9): the stamps and number of a copy, which the generator keeps out (README: a step
+/// within the stamps' rounding is not seen). Set back by 16 packets exactly it is copies.
+#[test]
+fn learnt_a_set_back_beside_an_earlier_packets_tick_is_kept_out() {
+    let clock = (Ratio::new(625, 1536).unwrap(), 200e6, 491.52e6);
+    for (by, kept) in [(385, false), (384, true), (400, true)] {
+        let mut ops = plain_ops(28);
+        ops[27].back = Some(model::scenario::Back::By(by));
+        let sc = learnt(case(Kind::VrtFree, Enc::Sc8, clock, 24, 1, 1, ops)).coarse();
+        assert_eq!(sc.ops[27].back.is_some(), kept, "set back by {by}");
+        both(&sc);
+    }
+}

@@ -173,6 +173,33 @@ impl Scenario {
             }
         }
         self.no_step_before_the_start();
+        if period == 16 {
+            self.no_step_back_beside_a_copy(least as u64);
+        }
         self
+    }
+
+    /// On a 4-bit counter, no clock set back to within `least` samples (the rounding) of a
+    /// packet of the same number (mod 16) among the last 1024 sent but not onto it: the
+    /// stamps and the number are then those of a copy of it (props: set back by 16 packets
+    /// and a sample at 0.41 ticks a sample).
+    fn no_step_back_beside_a_copy(&mut self, least: u64) {
+        for i in 0..self.ops.len() {
+            if self.ops[i].back.is_none() {
+                continue;
+            }
+            let stream = self.stream();
+            let sent: Vec<&super::scenario::Sent> = stream.iter().filter(|p| p.sent).collect();
+            let Some(&p) = sent.get(i) else { continue };
+            let beside = stream[p.index.saturating_sub(1024)..p.index]
+                .iter()
+                .any(|e| {
+                    e.counter % 16 == p.counter % 16
+                        && (1..=least).contains(&e.time.abs_diff(p.time))
+                });
+            if beside {
+                self.ops[i].back = None;
+            }
+        }
     }
 }
