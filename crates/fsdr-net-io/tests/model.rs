@@ -474,3 +474,18 @@ fn learnt_a_set_back_beside_an_earlier_packets_tick_is_kept_out() {
         both(&sc);
     }
 }
+
+/// An end of burst, a late packet, then a loss and a step of 2^28 samples (props 1M at
+/// 8ce69b9): read against the late packet, a gap of 2^28 zeros, more than a case holds; the
+/// generator keeps late packets and burst ends away from such steps.
+#[test]
+fn a_step_of_2_28_keeps_burst_ends_and_late_packets_away() {
+    let mut ops = plain_ops(4);
+    ops[1].eob_gap = Some(0);
+    ops[2].delay = 1;
+    (ops[3].lose, ops[3].jump) = (1, 1 << 28);
+    let ops = model::scenario::tidy(ops);
+    assert!(ops.iter().all(|o| o.delay == 0 && o.eob_gap.is_none()));
+    let clock = (Ratio::integer(10).unwrap(), 200e6, 20e6);
+    both(&case(Kind::ChdrTicks, Enc::Fc32, clock, 10, 62569, 64, ops));
+}

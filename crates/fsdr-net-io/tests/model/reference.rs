@@ -630,6 +630,12 @@ impl<'a> Model<'a> {
                     items: zeros,
                 },
             ));
+            // A case the generator must keep within memory (`strategy.rs`, `tidy`): told
+            // here, where proptest can shrink it, rather than by the allocator.
+            assert!(
+                zeros < 1 << 27,
+                "the case fills {zeros} zeros after packet {i}: more than a case may hold"
+            );
             self.out
                 .items
                 .extend(std::iter::repeat_n(None, zeros as usize));

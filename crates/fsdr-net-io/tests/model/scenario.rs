@@ -227,34 +227,20 @@ impl Scenario {
         );
         out += &format!(", {} packets:", self.ops.len());
         for (i, o) in self.ops.iter().enumerate() {
-            let mut f = Vec::new();
-            if o.lose > 0 {
-                f.push(format!("lose {}", o.lose));
-            }
-            if o.short > 0 {
-                f.push(format!("short {}", o.short));
-            }
-            if o.long > 0 {
-                f.push(format!("long {}", o.long));
-            }
-            if let Some(g) = o.eob_gap {
-                f.push(format!("eob {g}"));
-            }
-            if o.jump > 0 {
-                f.push(format!("jump {}", o.jump));
-            }
-            if let Some(b) = o.back {
-                f.push(format!("back {b:?}"));
-            }
-            if o.restart {
-                f.push("restart".into());
-            }
-            if o.delay > 0 {
-                f.push(format!("delay {}", o.delay));
-            }
-            if o.dup > 0 {
-                f.push(format!("dup {}", o.dup));
-            }
+            let f: Vec<String> = [
+                (o.lose > 0).then(|| format!("lose {}", o.lose)),
+                (o.short > 0).then(|| format!("short {}", o.short)),
+                (o.long > 0).then(|| format!("long {}", o.long)),
+                o.eob_gap.map(|g| format!("eob {g}")),
+                (o.jump > 0).then(|| format!("jump {}", o.jump)),
+                o.back.map(|b| format!("back {b:?}")),
+                o.restart.then(|| "restart".into()),
+                (o.delay > 0).then(|| format!("delay {}", o.delay)),
+                (o.dup > 0).then(|| format!("dup {}", o.dup)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
             if !f.is_empty() {
                 out += &format!(" [{i}] {}", f.join(" "));
             }
@@ -546,6 +532,19 @@ pub fn tidy(mut ops: Vec<Op>) -> Vec<Op> {
     if let Some(o) = ops.first_mut() {
         o.restart = false;
         o.back = None;
+    }
+    // A step of 2^28 samples or more is a resync where it is read against the packet
+    // before; read after a burst's end (where a step is the next burst's start), or once a
+    // late packet filled the hole before it, it is a gap as long as the time: the same
+    // rules as for the steps below 2^23, more zeros than a case can hold (props 1M: an end
+    // of burst, a late packet, then a loss and a step of 2^28). None of those near one.
+    let big: Vec<usize> = (0..ops.len()).filter(|&j| ops[j].jump >= 1 << 27).collect();
+    for j in big {
+        for i in j.saturating_sub(14)..(j + 14).min(ops.len()) {
+            ops[i].delay = 0;
+            ops[i].dup = 0;
+            ops[i].eob_gap = None;
+        }
     }
     // Set back to the stream's start after being set back to 0 would step ahead by the
     // start's time (up to 2^40 samples), which VRT fills as lost packets: more zeros than
