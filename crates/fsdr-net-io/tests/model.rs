@@ -489,3 +489,17 @@ fn a_step_of_2_28_keeps_burst_ends_and_late_packets_away() {
     let clock = (Ratio::integer(10).unwrap(), 200e6, 20e6);
     both(&case(Kind::ChdrTicks, Enc::Fc32, clock, 10, 62569, 64, ops));
 }
+
+/// CHDR, rates learnt at 625/96, 3 samples a packet: a copy of packet 10 arrives after
+/// 1031 lost, more than the 1024 positions remembered behind the newest, before a ratio
+/// places it (props 1M at 6cbf4a4): a restart (README), which the learnt generator keeps
+/// out of the warm-up as it does a late packet across as many.
+#[test]
+fn learnt_a_copy_of_the_warm_up_across_1024_lost_is_kept_out() {
+    let mut ops = plain_ops(25);
+    (ops[10].dup, ops[13].lose, ops[16].lose) = (7, 1000, 31);
+    let clock = (Ratio::new(625, 96).unwrap(), 200e6, 30.72e6);
+    let sc = learnt(case(Kind::ChdrTicks, Enc::Fc32, clock, 3, 65510, 64, ops)).learnt();
+    assert_eq!(sc.ops[10].dup, 0);
+    both(&sc);
+}
