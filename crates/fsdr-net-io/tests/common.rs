@@ -150,8 +150,8 @@ impl StreamEnd {
     }
 }
 
-/// Trace events written to memory, to show with a failure (a test's own thread only:
-/// `tracing::subscriber::with_default(log.subscriber(), ..)`).
+/// Log events written to memory, down to `TRACE`: to look for a line, or to show with a
+/// failure (the test's own thread: `tracing::subscriber::with_default(log.subscriber(), ..)`).
 #[derive(Clone, Default)]
 pub struct TraceLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 

@@ -4,7 +4,6 @@
 mod common;
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::check_holds_cpu_latency;
@@ -96,29 +95,11 @@ fn multicast_over_a_veth_pair_reaches_every_joined_receiver() {
     }
 }
 
-/// Collects formatted log output.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn recv_buffer_above_rmem_max_reports_effective_size_and_warns() {
     let rmem_max = fsdr_net_io::socket::rmem_max().expect("rmem_max readable");
-    let capture = Capture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
+    let capture = common::TraceLog::default();
+    let subscriber = capture.subscriber();
     let mut cfg = EngineConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.socket.recv_buffer = rmem_max * 4;
     cfg.socket.force_recv_buffer = false;
@@ -127,7 +108,7 @@ fn recv_buffer_above_rmem_max_reports_effective_size_and_warns() {
     assert_eq!(b.requested, rmem_max * 4);
     assert!(b.effective <= rmem_max, "{b:?}");
     assert!(b.short() && !b.forced);
-    let log = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let log = capture.text();
     assert!(log.contains("WARN"), "{log}");
     assert!(
         log.contains(&format!("net.core.rmem_max={}", rmem_max * 4)),
@@ -138,15 +119,11 @@ fn recv_buffer_above_rmem_max_reports_effective_size_and_warns() {
 
 #[test]
 fn wildcard_bind_logs_the_exposed_interfaces() {
-    let capture = Capture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
+    let capture = common::TraceLog::default();
+    let subscriber = capture.subscriber();
     let cfg = EngineConfig::new("0.0.0.0:0".parse().unwrap());
     let engine = tracing::subscriber::with_default(subscriber, || Engine::start(cfg).unwrap());
-    let log = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let log = capture.text();
     assert!(log.contains("wildcard"), "{log}");
     assert!(log.contains("lo 127.0.0.1"), "{log}");
     assert!(
