@@ -492,7 +492,7 @@ fn a_step_of_2_28_keeps_burst_ends_and_late_packets_away() {
 
 /// CHDR, rates learnt at 625/96, 3 samples a packet: a copy of packet 10 arrives after
 /// 1031 lost, more than the 1024 positions remembered behind the newest, before a ratio
-/// places it (props 1M at 6cbf4a4): a restart (README), which the learnt generator keeps
+/// places it (props 1M at 4439473): a restart (README), which the learnt generator keeps
 /// out of the warm-up as it does a late packet across as many.
 #[test]
 fn learnt_a_copy_of_the_warm_up_across_1024_lost_is_kept_out() {

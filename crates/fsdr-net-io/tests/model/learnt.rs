@@ -93,15 +93,16 @@ impl Scenario {
         // its way too: fewer than the positions remembered in all (props 1M: a copy of
         // packet 10 after 1000 lost in the warm-up and 31 after it, a restart).
         let warm = WARM_UP.max(run).min(n);
+        let crosses = |ops: &[super::scenario::Op], i: usize, d: usize| {
+            let lost: u64 = ops[i + 1..(i + d + 1).min(n)].iter().map(|o| o.lose).sum();
+            d > 0 && lost + d as u64 >= 1000
+        };
         for i in 0..warm {
-            for d in [self.ops[i].delay, self.ops[i].dup] {
-                let lost: u64 = self.ops[i + 1..(i + d + 1).min(n)]
-                    .iter()
-                    .map(|o| o.lose)
-                    .sum();
-                if d > 0 && lost + d as u64 >= 1000 {
-                    (self.ops[i].delay, self.ops[i].dup) = (0, 0);
-                }
+            if crosses(&self.ops, i, self.ops[i].delay) {
+                self.ops[i].delay = 0;
+            }
+            if crosses(&self.ops, i, self.ops[i].dup) {
+                self.ops[i].dup = 0;
             }
         }
         for o in &mut self.ops {
